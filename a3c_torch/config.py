@@ -1,0 +1,138 @@
+"""Every training setting in one dataclass, and the command line built from it.
+
+Each field's docstring-like ``help`` metadata is what ``python train.py --help`` shows, with the
+default next to it, so the flags and their documentation cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Optional
+
+from a3c_torch.errors import UsageError
+
+OPTIMIZER_DEFAULT_LR = {"adam": 1e-4, "rmsprop": 7e-4}
+
+# Settings that define the model and the optimizer's state layout: a resumed run must keep them.
+IDENTITY_FIELDS = ("env_id", "screen_size", "hidden_size", "full_action_space", "optimizer")
+
+
+def _setting(default, help, **kwargs):
+    return field(default=default, metadata={"help": help, **kwargs})
+
+
+@dataclass
+class Config:
+    # --- environment ---
+    env_id: str = _setting("ALE/Breakout-v5", "gymnasium env id: an Atari game (ALE/Pong-v5, ...) or a vector-observation env (CartPole-v1, ...)")
+    screen_size: int = _setting(42, "Atari frames are resized to SCREEN_SIZE x SCREEN_SIZE grayscale")
+    repeat_action_probability: float = _setting(0.25, "sticky actions: chance the emulator repeats the previous action (0.25 is the ALE v5 protocol, 0 turns them off)")
+    full_action_space: bool = _setting(False, "use all 18 Atari actions instead of the game's minimal set", flag="--full-action-space")
+    # --- processes ---
+    num_processes: int = _setting(os.cpu_count() or 1, "number of Hogwild worker processes (one per CPU core is the intended use)")
+    max_steps: int = _setting(10_000_000, "stop after this many agent steps, summed over all workers (Atari frames = steps x 4)")
+    start_method: str = _setting("spawn", "multiprocessing start method (spawn is the safe choice with CUDA and OpenMP)", choices=("spawn", "forkserver", "fork"))
+    # --- algorithm ---
+    num_steps: int = _setting(20, "rollout length: steps each worker plays between two updates")
+    lr: Optional[float] = _setting(None, "learning rate (default: 1e-4 for adam, 7e-4 for rmsprop)")
+    optimizer: str = _setting("adam", "shared optimizer: adam (SharedAdam) or rmsprop (the paper's shared RMSProp, alpha 0.99, eps 0.1)", choices=("adam", "rmsprop"))
+    gamma: float = _setting(0.99, "discount factor")
+    gae_lambda: float = _setting(1.0, "GAE lambda (1.0 gives the paper's n-step returns)")
+    entropy_coef: float = _setting(0.01, "weight of the entropy bonus")
+    value_loss_coef: float = _setting(0.5, "weight of the value loss; the value loss itself is 0.5 * (R - V)^2, so the effective factor on (R - V)^2 is 0.5 * VALUE_LOSS_COEF")
+    max_grad_norm: float = _setting(40.0, "clip each worker's gradient to this global L2 norm")
+    hidden_size: int = _setting(256, "LSTM cell size")
+    seed: int = _setting(1, "base seed; worker i uses SEED + i")
+    # --- evaluation ---
+    evaluator: bool = _setting(True, "run an evaluator process that plays full games periodically", flag="--no-evaluator")
+    eval_device: str = _setting("auto", "evaluator device: auto (cuda when available), cpu or cuda", choices=("auto", "cpu", "cuda"))
+    eval_interval: float = _setting(60.0, "seconds between two evaluations")
+    eval_episodes: int = _setting(10, "full games per evaluation")
+    # --- output ---
+    runs_dir: str = _setting("runs", "parent folder of run directories")
+    exp_name: str = _setting("a3c", "experiment name, part of the run directory name")
+    checkpoint_interval: float = _setting(300.0, "seconds between two checkpoints (one more is written at the end)")
+    log_interval: float = _setting(10.0, "seconds between two progress lines when stdout is not a terminal")
+    resume: Optional[str] = _setting(None, "continue a run: its run directory or a checkpoint file")
+
+    @property
+    def learning_rate(self) -> float:
+        return self.lr if self.lr is not None else OPTIMIZER_DEFAULT_LR[self.optimizer]
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "Config":
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in known})
+
+
+def validate(cfg: Config) -> None:
+    """Reject values that cannot work, with one line that names the flag."""
+    positive_ints = ("num_processes", "max_steps", "num_steps", "screen_size", "hidden_size", "eval_episodes")
+    for name in positive_ints:
+        if getattr(cfg, name) <= 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(cfg, name)}")
+    positive_floats = ("checkpoint_interval", "eval_interval", "log_interval", "max_grad_norm")
+    for name in positive_floats:
+        if not getattr(cfg, name) > 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be positive, got {getattr(cfg, name)}")
+    if cfg.lr is not None and not cfg.lr > 0:
+        raise UsageError(f"--lr must be positive, got {cfg.lr}")
+    if not 0 <= cfg.gamma <= 1:
+        raise UsageError(f"--gamma must be in [0, 1], got {cfg.gamma}")
+    if not 0 <= cfg.gae_lambda <= 1:
+        raise UsageError(f"--gae-lambda must be in [0, 1], got {cfg.gae_lambda}")
+    if not 0 <= cfg.repeat_action_probability < 1:
+        raise UsageError(f"--repeat-action-probability must be in [0, 1), got {cfg.repeat_action_probability}")
+    if cfg.entropy_coef < 0 or cfg.value_loss_coef < 0:
+        raise UsageError("--entropy-coef and --value-loss-coef must not be negative")
+    if "/" in cfg.exp_name or not cfg.exp_name:
+        raise UsageError(f"--exp-name must be a non-empty name without '/', got {cfg.exp_name!r}")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that exits with code 2 and one line, as every user error here does."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="train.py",
+        description="Train an LSTM actor-critic with A3C: Hogwild workers, one per CPU core, on a shared model.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    for f in dataclasses.fields(Config):
+        meta = dict(f.metadata)
+        help_text = meta.pop("help")
+        flag = meta.pop("flag", "--" + f.name.replace("_", "-"))
+        if f.type in ("bool", bool):
+            # Boolean settings are switches; the flag's name says which way it flips the default.
+            action = "store_false" if f.default else "store_true"
+            parser.add_argument(flag, dest=f.name, action=action, help=help_text)
+            continue
+        base_type = {"int": int, "float": float, "str": str, "Optional[float]": float, "Optional[str]": str}[f.type]
+        parser.add_argument(flag, dest=f.name, type=base_type, default=f.default, help=help_text, **meta)
+    return parser
+
+
+def parse_args(argv=None) -> tuple[Config, set[str]]:
+    """Returns the config and the names of the settings the user gave explicitly."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    defaults = parser.parse_args([])
+    explicit = {name for name, value in vars(args).items() if value != getattr(defaults, name)}
+    # A flag given with its default value still counts as explicit for resume checks.
+    for f in dataclasses.fields(Config):
+        option = f.metadata.get("flag", "--" + f.name.replace("_", "-"))
+        if any(a == option or a.startswith(option + "=") for a in argv):
+            explicit.add(f.name)
+    return Config(**vars(args)), explicit

@@ -1,0 +1,172 @@
+"""Building environments: the Atari training and evaluation stacks, and vector-observation envs.
+
+Training stack (Atari):  ALE (frameskip=1, sticky actions) -> AtariPreprocessing (noop starts,
+frame-skip 4 with max-pooling, grayscale, resize) -> RecordEpisodeStatistics (the raw game score)
+-> LifeLossTerminal (learner sees a life loss as terminal) -> FireOnReset -> clip rewards to [-1, 1].
+
+Evaluation stack (Atari): the same up to RecordEpisodeStatistics, nothing after it: full games,
+raw rewards. Vector envs (CartPole, Acrobot, ...) get RecordEpisodeStatistics only.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+import ale_py
+import gymnasium as gym
+import numpy as np
+
+from a3c_torch.errors import UsageError
+
+# Every spawned child imports this module, so every process has the ALE ids registered.
+gym.register_envs(ale_py)
+
+ATARI_FRAME_SKIP = 4
+ATARI_NOOP_MAX = 30
+
+
+@dataclass(frozen=True)
+class EnvSettings:
+    """What make_env needs; a subset of Config so evaluation can rebuild it from a checkpoint."""
+
+    env_id: str
+    screen_size: int = 42
+    repeat_action_probability: float = 0.25
+    full_action_space: bool = False
+
+    @classmethod
+    def from_config(cls, cfg) -> "EnvSettings":
+        return cls(cfg.env_id, cfg.screen_size, cfg.repeat_action_probability, cfg.full_action_space)
+
+
+def is_atari(env_id: str) -> bool:
+    return "ale_py" in str(env_spec(env_id).entry_point)
+
+
+def env_spec(env_id: str):
+    """gymnasium's spec for env_id, or a UsageError that suggests the ids the user may have meant."""
+    try:
+        return gym.spec(env_id)
+    except gym.error.Error:
+        raise UsageError(f"unknown env id {env_id!r}{_suggest(env_id)}") from None
+
+
+def _suggest(env_id: str) -> str:
+    ids = list(gym.registry.keys())
+    # 'Breakout' should find 'ALE/Breakout-v5': compare against the bare game names too.
+    bare = {i.split("/")[-1].split("-v")[0].lower(): i for i in ids if i.startswith("ALE/") and i.endswith("-v5")}
+    wanted = env_id.split("/")[-1].split("-v")[0].lower()
+    matches = [bare[m] for m in difflib.get_close_matches(wanted, bare, n=3, cutoff=0.75)]
+    matches += [m for m in difflib.get_close_matches(env_id, ids, n=3, cutoff=0.6) if m not in matches]
+    return f"; did you mean {', '.join(matches[:3])}?" if matches else ""
+
+
+class LifeLossTerminal(gym.Wrapper):
+    """Reports a lost life as `terminated` to the learner without resetting the game.
+
+    The next reset() after a life loss only takes a no-op step, so the game goes on; a real game
+    over resets the emulator. Episode statistics below this wrapper still see whole games.
+    """
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.lives = 0
+        self.game_over = True
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.game_over = terminated or truncated
+        lives = self.env.unwrapped.ale.lives()
+        if 0 < lives < self.lives:
+            terminated = True
+        self.lives = lives
+        return obs, reward, terminated, truncated, info
+
+    def reset(self, **kwargs):
+        if self.game_over:
+            obs, info = self.env.reset(**kwargs)
+        else:
+            obs, _, terminated, truncated, info = self.env.step(0)
+            if terminated or truncated:  # the no-op itself ended the game
+                obs, info = self.env.reset(**kwargs)
+        self.game_over = False
+        self.lives = self.env.unwrapped.ale.lives()
+        return obs, info
+
+
+class FireOnReset(gym.Wrapper):
+    """Presses FIRE after reset, for games that wait for it (Breakout launches the ball with it)."""
+
+    def reset(self, **kwargs):
+        self.env.reset(**kwargs)
+        for action in (1, 2):
+            obs, _, terminated, truncated, info = self.env.step(action)
+            if terminated or truncated:
+                obs, info = self.env.reset(**kwargs)
+        return obs, info
+
+
+class ClipReward(gym.RewardWrapper):
+    """Rewards clipped to [-1, 1] (sign), so one learning rate fits every game."""
+
+    def reward(self, reward):
+        return float(np.sign(reward))
+
+
+def needs_fire(env) -> bool:
+    meanings = env.unwrapped.get_action_meanings()
+    return len(meanings) >= 3 and meanings[1] == "FIRE"
+
+
+def make_env(settings: EnvSettings, seed: int | None = None, train: bool = True, render_mode: str | None = None) -> gym.Env:
+    """One environment. `train` selects the training stack, else the evaluation stack.
+
+    `seed` seeds the action space; the caller seeds the game with its first `reset(seed=...)`.
+    """
+    if is_atari(settings.env_id):
+        env = gym.make(
+            settings.env_id,
+            frameskip=1,
+            repeat_action_probability=settings.repeat_action_probability,
+            full_action_space=settings.full_action_space,
+            render_mode=render_mode,
+        )
+        env = gym.wrappers.AtariPreprocessing(
+            env,
+            noop_max=ATARI_NOOP_MAX,
+            frame_skip=ATARI_FRAME_SKIP,
+            screen_size=settings.screen_size,
+            grayscale_obs=True,
+        )
+        env = gym.wrappers.RecordEpisodeStatistics(env)
+        if train:
+            env = LifeLossTerminal(env)
+            if needs_fire(env):
+                env = FireOnReset(env)
+            env = ClipReward(env)
+    else:
+        env = gym.make(settings.env_id, render_mode=render_mode)
+        env = gym.wrappers.RecordEpisodeStatistics(env)
+    check_supported(settings.env_id, env)
+    if seed is not None:
+        env.action_space.seed(seed)
+    return env
+
+
+def check_supported(env_id: str, env: gym.Env) -> None:
+    """The model handles discrete actions with vector or 2-D (grayscale image) observations."""
+    if not isinstance(env.action_space, gym.spaces.Discrete):
+        raise UsageError(f"{env_id}: A3C here needs a discrete action space, got {env.action_space}")
+    space = env.observation_space
+    if not isinstance(space, gym.spaces.Box) or len(space.shape) not in (1, 2):
+        raise UsageError(f"{env_id}: the model handles vector or grayscale-image observations, got {space}")
+
+
+def probe_spaces(settings: EnvSettings) -> tuple[tuple[int, ...], int]:
+    """Observation shape and number of actions, from a short-lived env."""
+    env = make_env(settings, train=True)
+    try:
+        return tuple(env.observation_space.shape), int(env.action_space.n)
+    finally:
+        env.close()

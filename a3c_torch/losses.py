@@ -1,0 +1,87 @@
+"""Returns, GAE and the A3C loss: pure functions over tensors of one rollout (time-major, shape (T,)).
+
+Bootstrapping follows gymnasium's semantics:
+- `terminated` at step t: the return ends there, the next state's value is 0;
+- `truncated` at step t (a time limit): the return is cut, but continues as V(final observation);
+- the rollout cut after --num-steps: the last step bootstraps from V(next observation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+def next_state_values(
+    values: torch.Tensor,
+    last_value: torch.Tensor,
+    terminated: torch.Tensor,
+    truncated: torch.Tensor,
+    truncation_values: torch.Tensor,
+) -> torch.Tensor:
+    """V(s_{t+1}) for every step of a rollout, as the return recursion must see it.
+
+    values: V(s_t) for t < T; last_value: V(s_T) after the rollout cut; truncation_values[t]:
+    V(final observation) where truncated[t] (ignored elsewhere).
+    """
+    following = torch.cat([values[1:], last_value.reshape(1)])
+    following = torch.where(truncated, truncation_values, following)
+    return torch.where(terminated, torch.zeros_like(following), following)
+
+
+def gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    next_values: torch.Tensor,
+    episode_ends: torch.Tensor,
+    gamma: float,
+    gae_lambda: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalized advantage estimates and returns (advantage + value).
+
+    `episode_ends[t]` (terminated or truncated) stops the recursion from carrying the next
+    episode's advantages back; `next_values` already says how each step bootstraps. With
+    gae_lambda = 1 the returns are the n-step returns of the A3C paper.
+    """
+    deltas = rewards + gamma * next_values - values
+    advantages = torch.empty_like(deltas)
+    running = torch.zeros((), dtype=deltas.dtype)
+    continues = (~episode_ends).to(deltas.dtype)
+    for t in range(len(rewards) - 1, -1, -1):
+        running = deltas[t] + gamma * gae_lambda * continues[t] * running
+        advantages[t] = running
+    return advantages, advantages + values
+
+
+@dataclass
+class LossTerms:
+    total: torch.Tensor
+    policy_loss: torch.Tensor
+    value_loss: torch.Tensor
+    entropy: torch.Tensor
+
+
+def a3c_loss(
+    logits: torch.Tensor,
+    values: torch.Tensor,
+    actions: torch.Tensor,
+    advantages: torch.Tensor,
+    returns: torch.Tensor,
+    value_loss_coef: float,
+    entropy_coef: float,
+) -> LossTerms:
+    """The A3C loss, summed over the rollout's steps (as in the paper's accumulated gradients).
+
+    policy_loss = -sum log pi(a|s) * A      (A detached: the critic is trained by its own term)
+    value_loss  = sum 0.5 * (R - V)^2       (weighted by value_loss_coef in `total`)
+    entropy     = sum H(pi(.|s))            (a bonus: subtracted, weighted by entropy_coef)
+    """
+    log_probs = F.log_softmax(logits, dim=-1)
+    chosen = log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+    entropy = -(log_probs.exp() * log_probs).sum(-1).sum()
+    policy_loss = -(chosen * advantages.detach()).sum()
+    value_loss = (0.5 * (returns.detach() - values).pow(2)).sum()
+    total = policy_loss + value_loss_coef * value_loss - entropy_coef * entropy
+    return LossTerms(total, policy_loss, value_loss, entropy)

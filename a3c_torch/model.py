@@ -1,0 +1,108 @@
+"""The LSTM actor-critic: encoder -> LSTMCell -> policy logits and value.
+
+Images (2-D grayscale frames, uint8) go through four stride-2 ELU convolutions; vectors through a
+two-layer ELU MLP. The API is batch-first: `forward(obs, (h, c)) -> logits, value, (h, c)`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+State = tuple[torch.Tensor, torch.Tensor]
+
+
+def conv_encoder(screen_size: int) -> tuple[nn.Module, int]:
+    layers, channels, size = [], 1, screen_size
+    for _ in range(4):
+        layers += [nn.Conv2d(channels, 32, kernel_size=3, stride=2, padding=1), nn.ELU()]
+        channels, size = 32, (size + 1) // 2
+    return nn.Sequential(*layers, nn.Flatten()), 32 * size * size
+
+
+def mlp_encoder(input_size: int, width: int = 128) -> tuple[nn.Module, int]:
+    return nn.Sequential(nn.Linear(input_size, width), nn.ELU(), nn.Linear(width, width), nn.ELU()), width
+
+
+class ActorCritic(nn.Module):
+    def __init__(self, obs_shape: tuple[int, ...], num_actions: int, hidden_size: int = 256):
+        super().__init__()
+        self.obs_shape = tuple(obs_shape)
+        self.is_image = len(self.obs_shape) == 2
+        if self.is_image:
+            if obs_shape[0] != obs_shape[1]:
+                raise ValueError(f"image observations must be square, got {obs_shape}")
+            self.encoder, features = conv_encoder(obs_shape[0])
+        elif len(self.obs_shape) == 1:
+            self.encoder, features = mlp_encoder(obs_shape[0])
+        else:
+            raise ValueError(f"observations must be vectors or 2-D frames, got shape {obs_shape}")
+        self.hidden_size = hidden_size
+        self.lstm = nn.LSTMCell(features, hidden_size)
+        self.policy = nn.Linear(hidden_size, num_actions)
+        self.value = nn.Linear(hidden_size, 1)
+        self._initialize()
+
+    def _initialize(self):
+        # Orthogonal init with ELU-ish gain for the encoder; a near-uniform initial policy
+        # (tiny policy weights) so early exploration is not decided by the init.
+        for module in self.encoder.modules():
+            if isinstance(module, (nn.Conv2d, nn.Linear)):
+                nn.init.orthogonal_(module.weight, gain=math.sqrt(2))
+                nn.init.zeros_(module.bias)
+        for name, param in self.lstm.named_parameters():
+            if "bias" in name:
+                nn.init.zeros_(param)
+            else:
+                nn.init.orthogonal_(param)
+        nn.init.orthogonal_(self.policy.weight, gain=0.01)
+        nn.init.zeros_(self.policy.bias)
+        nn.init.orthogonal_(self.value.weight, gain=1.0)
+        nn.init.zeros_(self.value.bias)
+
+    def initial_state(self, batch_size: int = 1, device=None) -> State:
+        device = device if device is not None else self.policy.weight.device
+        zeros = torch.zeros(batch_size, self.hidden_size, device=device)
+        return zeros, zeros.clone()
+
+    def encode(self, obs: torch.Tensor) -> torch.Tensor:
+        """Features for a batch of observations (uint8 frames are scaled to [0, 1] here)."""
+        if self.is_image:
+            x = obs.float().div_(255.0) if obs.dtype == torch.uint8 else obs.float()
+            return self.encoder(x.unsqueeze(1))
+        return self.encoder(obs.float())
+
+    def heads(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.policy(hidden), self.value(hidden).squeeze(-1)
+
+    def forward(self, obs: torch.Tensor, state: State):
+        h, c = self.lstm(self.encode(obs), state)
+        logits, value = self.heads(h)
+        return logits, value, (h, c)
+
+    def forward_sequence(self, obs: torch.Tensor, state: State, episode_starts: torch.Tensor):
+        """One pass over a rollout of T steps of one env: obs (T, *obs_shape), state (1, H) each.
+
+        `episode_starts[t]` is True where the LSTM state must be zeroed before step t (a new
+        episode began). Gives the same outputs as T calls of `forward`, with the encoder batched
+        over the whole rollout, which is where most of the network time goes.
+        Returns logits (T, A), values (T,) and the final state.
+        """
+        features = self.encode(obs)
+        keep = (~episode_starts).float().unsqueeze(-1)
+        h, c = state
+        hiddens = []
+        for t in range(features.shape[0]):
+            h, c = self.lstm(features[t : t + 1], (h * keep[t], c * keep[t]))
+            hiddens.append(h)
+        logits, values = self.heads(torch.cat(hiddens))
+        return logits, values, (h, c)
+
+
+def sample_action(logits: torch.Tensor, greedy: bool = False) -> torch.Tensor:
+    if greedy:
+        return logits.argmax(dim=-1)
+    return torch.multinomial(F.softmax(logits, dim=-1), 1).squeeze(-1)

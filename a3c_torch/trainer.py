@@ -1,0 +1,249 @@
+"""The main process: builds the shared model and optimizer, starts and watches the processes,
+writes metrics and checkpoints, and shuts everything down cleanly whatever happens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import torch
+import torch.multiprocessing as mp
+
+from a3c_torch.checkpoint import load_checkpoint, resolve_checkpoint, save_checkpoint
+from a3c_torch.config import IDENTITY_FIELDS, Config, validate
+from a3c_torch.envs import EnvSettings, probe_spaces
+from a3c_torch.errors import UsageError
+from a3c_torch.evaluator import evaluator_main, resolve_device
+from a3c_torch.metrics import Metrics
+from a3c_torch.model import ActorCritic
+from a3c_torch.optim import make_optimizer
+from a3c_torch.worker import worker_main
+
+JOIN_TIMEOUT_S = 5.0
+EXIT_OK, EXIT_FAILED, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 130, 143
+
+
+def run_dir_name(cfg: Config) -> str:
+    env = cfg.env_id.replace("/", "_")
+    return f"{env}__{cfg.exp_name}__{cfg.seed}__{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+
+
+def create_run_dir(cfg: Config) -> Path:
+    runs = Path(cfg.runs_dir)
+    try:
+        runs.mkdir(parents=True, exist_ok=True)
+        base = runs / run_dir_name(cfg)
+        run_dir, suffix = base, 1
+        while run_dir.exists():
+            suffix += 1
+            run_dir = base.with_name(f"{base.name}-{suffix}")
+        (run_dir / "checkpoints").mkdir(parents=True)
+    except OSError as exc:
+        raise UsageError(f"--runs-dir {cfg.runs_dir}: cannot create a run directory there ({exc.strerror})") from None
+    return run_dir
+
+
+def ensure_writable(folder: Path) -> None:
+    probe = folder / f".write-test-{os.getpid()}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"{folder}: not writable ({exc.strerror})") from None
+
+
+def config_for_resume(cfg: Config, explicit: set[str]) -> tuple[Config, dict, Path]:
+    """The saved run's config, with the flags given now applied on top (identity flags must match)."""
+    path = resolve_checkpoint(cfg.resume)
+    data = load_checkpoint(path)
+    saved = Config.from_dict(data["config"])
+    for name in IDENTITY_FIELDS:
+        if name in explicit and getattr(cfg, name) != getattr(saved, name):
+            raise UsageError(f"--resume {cfg.resume}: the checkpoint was trained with --{name.replace('_', '-')} {getattr(saved, name)}, not {getattr(cfg, name)}")
+    merged = Config.from_dict({**saved.to_dict(), **{name: getattr(cfg, name) for name in explicit if name not in IDENTITY_FIELDS}, "resume": cfg.resume})
+    validate(merged)
+    if data["global_step"] >= merged.max_steps:
+        raise UsageError(f"--resume {cfg.resume}: the run is already at step {data['global_step']:,} >= --max-steps {merged.max_steps:,}; pass a larger --max-steps to go on")
+    return merged, data, path.parent.parent
+
+
+class Trainer:
+    def __init__(self, cfg: Config, explicit: set[str] = frozenset()):
+        validate(cfg)
+        checkpoint = None
+        if cfg.resume:
+            cfg, checkpoint, self.run_dir = config_for_resume(cfg, explicit)
+            ensure_writable(self.run_dir / "checkpoints")
+        if cfg.lr is None:
+            cfg.lr = cfg.learning_rate
+        self.cfg = cfg
+        self.eval_device = resolve_device(cfg.eval_device) if cfg.evaluator else None
+        obs_shape, num_actions = probe_spaces(EnvSettings.from_config(cfg))
+        self.model = ActorCritic(obs_shape, num_actions, cfg.hidden_size)
+        self.optimizer = make_optimizer(cfg.optimizer, self.model.parameters(), cfg.lr)
+        self.start_step, self.best_eval, self.previous_wall_time = 0, None, 0.0
+        if checkpoint is not None:
+            self._restore(checkpoint)
+        else:
+            self.run_dir = create_run_dir(cfg)
+            (self.run_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
+        # Shared after loading: load_state_dict may replace tensors with private ones.
+        self.model.share_memory()
+        self.optimizer.share_memory()
+        self.stop_signal = None
+
+    def _restore(self, checkpoint: dict) -> None:
+        try:
+            self.model.load_state_dict(checkpoint["model"])
+            self.optimizer.load_state_dict(checkpoint["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as exc:
+            raise UsageError(f"--resume {self.cfg.resume}: checkpoint does not fit this model: {str(exc).splitlines()[0]}") from None
+        self.start_step = int(checkpoint["global_step"])
+        self.best_eval = checkpoint.get("best_eval_return")
+        self.previous_wall_time = float(checkpoint.get("wall_time", 0.0))
+
+    # --- checkpoints ---
+    def save(self, name: str, global_step: int, model_state=None) -> None:
+        payload = {
+            "model": model_state if model_state is not None else {k: v.clone() for k, v in self.model.state_dict().items()},
+            "optimizer": self.optimizer.state_dict(),
+            "global_step": int(global_step),
+            "config": self.cfg.to_dict(),
+            "best_eval_return": self.best_eval,
+            "wall_time": self.previous_wall_time + (time.monotonic() - self.started),
+        }
+        try:
+            save_checkpoint(self.run_dir / "checkpoints" / name, payload)
+        except OSError as exc:
+            # Disk full and friends: the previous checkpoint is untouched; say so and go on.
+            print(f"warning: could not write {name} ({exc.strerror or exc}); the previous checkpoint is kept", file=sys.stderr, flush=True)
+
+    # --- signals ---
+    def _on_signal(self, signum, frame):
+        if self.stop_signal is not None and signum == signal.SIGINT:
+            print("\nsecond Ctrl-C: exiting now without a final checkpoint", file=sys.stderr, flush=True)
+            os._exit(EXIT_SIGINT)
+        self.stop_signal = signum
+        print(f"\n{signal.Signals(signum).name}: stopping workers and writing a final checkpoint (Ctrl-C again to exit at once)", file=sys.stderr, flush=True)
+
+    # --- the run ---
+    def run(self) -> int:
+        cfg = self.cfg
+        ctx = mp.get_context(cfg.start_method)
+        self.global_steps = ctx.Value("q", self.start_step)
+        self.stop_event = ctx.Event()
+        self.stats = ctx.Queue()
+        parent_pid = os.getpid()
+        self.processes = {}
+        for rank in range(cfg.num_processes):
+            args = (rank, cfg, self.model, self.optimizer, self.global_steps, self.stop_event, self.stats, parent_pid)
+            self.processes[f"worker {rank}"] = ctx.Process(target=worker_main, args=args, name=f"a3c-worker-{rank}", daemon=True)
+        if cfg.evaluator:
+            args = (cfg, self.model, self.global_steps, self.stop_event, self.stats, parent_pid, str(self.eval_device), self.best_eval)
+            self.processes["evaluator"] = ctx.Process(target=evaluator_main, args=args, name="a3c-evaluator", daemon=True)
+
+        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        self.started = time.monotonic()
+        self.metrics = Metrics(self.run_dir, cfg.to_dict(), self.start_step, cfg.max_steps, cfg.lr, cfg.log_interval, resumed=cfg.resume is not None)
+        print(f"run directory: {self.run_dir}", flush=True)
+        print(f"training {cfg.env_id} with {cfg.num_processes} worker processes" + (f" and an evaluator on {self.eval_device}" if cfg.evaluator else "") + f", up to {cfg.max_steps:,} steps", flush=True)
+        failure = None
+        try:
+            for process in self.processes.values():
+                process.start()
+            failure = self._watch()
+        finally:
+            self._shutdown()
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+        step = self.global_steps.value
+        self.save("latest.pt", step)
+        self.metrics.close(step)
+        if failure:
+            name, detail = failure
+            print(f"error: {name} failed; the run stopped at step {step:,} and its checkpoint is in {self.run_dir / 'checkpoints'}\n{detail}", file=sys.stderr, flush=True)
+            return EXIT_FAILED
+        if self.stop_signal is not None:
+            print(f"stopped at step {step:,}; resume with: python train.py --resume {self.run_dir}", flush=True)
+            return EXIT_SIGINT if self.stop_signal == signal.SIGINT else EXIT_SIGTERM
+        print(f"done: {step:,} steps; checkpoints in {self.run_dir / 'checkpoints'}", flush=True)
+        return EXIT_OK
+
+    def _watch(self):
+        """Feed metrics and write checkpoints until done, stopped, or a child fails."""
+        next_checkpoint = time.monotonic() + self.cfg.checkpoint_interval
+        while True:
+            failure = self._drain(timeout=0.2)
+            step = self.global_steps.value
+            self.metrics.tick(step)
+            failure = failure or self._dead_child()
+            if failure or self.stop_signal is not None or step >= self.cfg.max_steps:
+                return failure
+            if not any(p.is_alive() for name, p in self.processes.items() if name.startswith("worker")):
+                return None  # every worker finished on its own
+            if time.monotonic() >= next_checkpoint:
+                self.save("latest.pt", step)
+                next_checkpoint = time.monotonic() + self.cfg.checkpoint_interval
+
+    def _drain(self, timeout: float):
+        """Handle the queued stats; returns (name, traceback) if a child reported a crash."""
+        failure = None
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                message = self.stats.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return failure
+            if message[0] == "error":
+                failure = failure or (message[1], message[2])
+            elif message[0] == "eval":
+                self._on_eval(message)
+            else:
+                self.metrics.handle(message)
+
+    def _on_eval(self, message) -> None:
+        step, mean, weights = message[1], message[2], message[5]
+        self.metrics.handle(message[:5])
+        if weights is not None and (self.best_eval is None or mean > self.best_eval):
+            self.best_eval = mean
+            self.save("best.pt", step, model_state=weights)
+
+    def _dead_child(self):
+        for name, process in self.processes.items():
+            if process.exitcode not in (None, 0):
+                # Give its traceback a moment to arrive on the queue before saying less.
+                reported = self._drain(timeout=1.0)
+                if reported:
+                    return reported
+                code = process.exitcode
+                how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+                return name, f"{name} died ({how}) without a traceback"
+        return None
+
+    def _shutdown(self) -> None:
+        """Stop event, bounded joins (draining the queue so children can flush), then force."""
+        self.stop_event.set()
+        deadline = time.monotonic() + JOIN_TIMEOUT_S
+        started = [p for p in self.processes.values() if p.pid is not None]
+        while any(p.is_alive() for p in started) and time.monotonic() < deadline:
+            self._drain(timeout=0.1)
+        for process in started:
+            if process.is_alive():
+                process.terminate()
+        for process in started:
+            process.join(timeout=2.0)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        self._drain(timeout=0.0)
+
+
+def train(cfg: Config, explicit: set[str] = frozenset()) -> int:
+    return Trainer(cfg, explicit).run()
