@@ -1,0 +1,124 @@
+"""Learning curves: a run's TensorBoard scalars drawn to a PNG.
+
+Training returns (`charts/episodic_return`) are noisy, one point per finished episode from any
+worker, so they are drawn faint with a moving average on top. Evaluation returns
+(`eval/episodic_return`, full games) are drawn as a line, with a +-1 std band when the run logged
+`eval/episodic_return_std`. The x axis is the global agent step, as in TensorBoard.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import EngFormatter
+
+from a3c_torch.errors import UsageError
+
+TRAIN_RETURN = "charts/episodic_return"
+EVAL_RETURN = "eval/episodic_return"
+EVAL_RETURN_STD = "eval/episodic_return_std"
+PLOTTED_TAGS = (TRAIN_RETURN, EVAL_RETURN, EVAL_RETURN_STD)
+
+Series = tuple[np.ndarray, np.ndarray]  # (global steps, values)
+
+
+def read_scalars(run_dir: str | os.PathLike, tags=PLOTTED_TAGS) -> dict[str, Series]:
+    """The wanted scalar series of a run directory, sorted by step; tags never logged are absent."""
+    # Imported here: tensorboard's loader is slow to import and only plotting needs it.
+    from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise UsageError(f"{run_dir}: no such run directory")
+    if not any(run_dir.glob("events.out.tfevents.*")):
+        raise UsageError(f"{run_dir}: no TensorBoard event files (events.out.tfevents.*) in this directory")
+    # size_guidance 0 keeps every point; the default keeps a random sample of long series.
+    accumulator = EventAccumulator(str(run_dir), size_guidance={SCALARS: 0})
+    accumulator.Reload()
+    logged = set(accumulator.Tags().get("scalars", []))
+    series = {}
+    for tag in tags:
+        if tag in logged:
+            events = sorted(accumulator.Scalars(tag), key=lambda e: e.step)
+            series[tag] = (np.array([e.step for e in events], dtype=np.int64), np.array([e.value for e in events], dtype=np.float64))
+    return series
+
+
+def moving_average(values: np.ndarray, window: int) -> np.ndarray:
+    """Trailing mean over the last `window` points (fewer at the start, so no point is lost)."""
+    if len(values) == 0:
+        return values.astype(np.float64)
+    window = max(1, int(window))
+    sums = np.cumsum(np.insert(values.astype(np.float64), 0, 0.0))
+    ends = np.arange(1, len(values) + 1)
+    starts = np.maximum(0, ends - window)
+    return (sums[ends] - sums[starts]) / (ends - starts)
+
+
+def smoothing_window(num_points: int) -> int:
+    """About a twentieth of the curve, so the trend shows without hiding real changes."""
+    return int(np.clip(num_points // 20, 1, 200))
+
+
+def plot_learning_curve(run_dir: str | os.PathLike, out_path: str | os.PathLike, title: str | None = None) -> Path:
+    """Write the run's learning curve to `out_path` (PNG); returns the path written."""
+    run_dir, out_path = Path(run_dir), Path(out_path)
+    series = read_scalars(run_dir)
+    if TRAIN_RETURN not in series and EVAL_RETURN not in series:
+        raise UsageError(f"{run_dir}: nothing to plot yet (no {TRAIN_RETURN} or {EVAL_RETURN} logged)")
+    figure = draw(series, title or run_dir.name)
+    save_png(figure, out_path)
+    return out_path
+
+
+def draw(series: dict[str, Series], title: str) -> Figure:
+    # A bare Figure with the Agg canvas: no pyplot, so no GUI backend and no global state.
+    figure = Figure(figsize=(9, 5), dpi=110, layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    if TRAIN_RETURN in series:
+        draw_training(axes, *series[TRAIN_RETURN])
+    if EVAL_RETURN in series:
+        draw_evaluation(axes, *series[EVAL_RETURN], series.get(EVAL_RETURN_STD))
+    axes.set_title(title, fontsize=10)
+    axes.set_xlabel("global step (agent steps)")
+    axes.set_ylabel("episodic return")
+    axes.xaxis.set_major_formatter(EngFormatter())
+    axes.grid(alpha=0.3)
+    axes.legend(loc="best", fontsize=9)
+    return figure
+
+
+def draw_training(axes, steps: np.ndarray, returns: np.ndarray) -> None:
+    axes.scatter(steps, returns, s=4, alpha=0.15, color="tab:blue", linewidths=0, label="training episodes")
+    window = smoothing_window(len(returns))
+    label = f"training, mean of last {window}" if window > 1 else "training"
+    axes.plot(steps, moving_average(returns, window), color="tab:blue", linewidth=1.8, label=label)
+
+
+def draw_evaluation(axes, steps: np.ndarray, means: np.ndarray, std: Series | None) -> None:
+    axes.plot(steps, means, color="tab:orange", marker="o", markersize=3, linewidth=1.8, label="evaluation (full games)")
+    band = std_at(steps, std) if std is not None else None
+    if band is not None:
+        axes.fill_between(steps, means - band, means + band, color="tab:orange", alpha=0.2, linewidth=0, label="evaluation +-1 std")
+
+
+def std_at(steps: np.ndarray, std: Series) -> np.ndarray | None:
+    """The logged std for each evaluation step, or None when they were not logged together."""
+    std_steps, std_values = std
+    by_step = dict(zip(std_steps.tolist(), std_values.tolist()))
+    if not all(step in by_step for step in steps.tolist()):
+        return None
+    return np.array([by_step[step] for step in steps.tolist()])
+
+
+def save_png(figure: Figure, out_path: Path) -> None:
+    try:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        figure.savefig(out_path, format="png")
+    except OSError as exc:
+        raise UsageError(f"{out_path}: cannot write the plot: {exc.strerror or exc}") from None

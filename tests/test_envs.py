@@ -1,0 +1,104 @@
+"""The env stacks on real ROMs: shapes, dtypes, and what differs between training and evaluation."""
+
+import numpy as np
+import pytest
+
+from a3c_torch.envs import ClipReward, EnvSettings, is_atari, make_env, probe_spaces
+from a3c_torch.errors import UsageError
+
+
+def wrappers_of(env):
+    names = []
+    while hasattr(env, "env"):
+        names.append(type(env).__name__)
+        env = env.env
+    return names
+
+
+def test_atari_observation_shape_and_dtype():
+    env = make_env(EnvSettings("ALE/Pong-v5", screen_size=42), seed=0, train=True)
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (42, 42) and obs.dtype == np.uint8
+    assert env.observation_space.shape == (42, 42)
+    assert env.action_space.n == 6
+    obs, reward, terminated, truncated, _ = env.step(0)
+    assert obs.shape == (42, 42) and obs.dtype == np.uint8
+    env.close()
+
+
+def test_screen_size_and_sticky_actions_are_passed_through():
+    env = make_env(EnvSettings("ALE/Pong-v5", screen_size=64, repeat_action_probability=0.0), train=False)
+    assert env.observation_space.shape == (64, 64)
+    assert env.unwrapped.ale.getFloat("repeat_action_probability") == 0.0
+    env.close()
+    env = make_env(EnvSettings("ALE/Pong-v5"), train=True)
+    assert env.unwrapped.ale.getFloat("repeat_action_probability") == pytest.approx(0.25), "v5 default: sticky actions on"
+    env.close()
+
+
+def test_training_and_evaluation_stacks_differ_as_specified():
+    train = wrappers_of(make_env(EnvSettings("ALE/Breakout-v5"), train=True))
+    evaluation = wrappers_of(make_env(EnvSettings("ALE/Breakout-v5"), train=False))
+    for name in ("ClipReward", "FireOnReset", "LifeLossTerminal"):
+        assert name in train and name not in evaluation
+    for name in ("RecordEpisodeStatistics", "AtariPreprocessing"):
+        assert name in train and name in evaluation
+    # Episode statistics sit below life-loss and clipping: they see whole games and raw scores.
+    assert train.index("RecordEpisodeStatistics") > train.index("LifeLossTerminal") > train.index("ClipReward")
+    # Games without a FIRE action get no FireOnReset.
+    assert "FireOnReset" not in wrappers_of(make_env(EnvSettings("ALE/Freeway-v5"), train=True))
+
+
+def test_life_loss_is_terminal_for_the_learner_but_the_game_goes_on():
+    env = make_env(EnvSettings("ALE/Breakout-v5", repeat_action_probability=0.0), seed=0, train=True)
+    env.reset(seed=0)
+    ale = env.unwrapped.ale
+    lives_at_start = ale.lives()
+    rng = np.random.default_rng(0)
+    for _ in range(5000):
+        _, reward, terminated, truncated, info = env.step(int(rng.integers(env.action_space.n)))
+        assert reward in (-1.0, 0.0, 1.0), "training rewards are clipped"
+        if terminated:
+            break
+    assert terminated and "episode" not in info, "the first terminal should be a life loss, not game over"
+    assert ale.lives() == lives_at_start - 1
+    env.reset()
+    assert ale.lives() == lives_at_start - 1, "reset after a life loss must not restart the game"
+
+
+def test_evaluation_rewards_are_raw_and_episodes_are_whole_games():
+    env = make_env(EnvSettings("ALE/Breakout-v5", repeat_action_probability=0.0), seed=0, train=False)
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(20000):
+        _, _, terminated, truncated, info = env.step(int(rng.integers(env.action_space.n)))
+        if terminated or truncated:
+            break
+    assert terminated and env.unwrapped.ale.lives() == 0, "an evaluation episode is a whole game"
+    assert "episode" in info
+
+
+def test_reward_clipping():
+    assert [ClipReward.reward(None, r) for r in (7.0, -3.0, 0.0, 0.5)] == [1.0, -1.0, 0.0, 1.0]
+
+
+def test_vector_env_and_spaces():
+    assert not is_atari("CartPole-v1") and is_atari("ALE/Pong-v5")
+    assert probe_spaces(EnvSettings("CartPole-v1")) == ((4,), 2)
+
+
+@pytest.mark.parametrize("env_id, expected", [
+    ("Breakout", "ALE/Breakout-v5"),
+    ("ALE/Pongg-v5", "ALE/Pong-v5"),
+    ("CartPol-v1", "CartPole-v1"),
+])
+def test_unknown_env_suggests_close_matches(env_id, expected):
+    with pytest.raises(UsageError, match="unknown env id") as info:
+        make_env(EnvSettings(env_id))
+    assert expected in str(info.value)
+
+
+@pytest.mark.parametrize("env_id", ["Pendulum-v1", "FrozenLake-v1"])
+def test_envs_the_model_cannot_handle_are_refused(env_id):
+    with pytest.raises(UsageError, match=env_id):
+        make_env(EnvSettings(env_id))
