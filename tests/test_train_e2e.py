@@ -1,0 +1,102 @@
+"""End to end: train.py run as a user would, with tiny budgets."""
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from helpers import alive, children_of, load, only_run_dir, run_command, scalar_tags, start_command, stop, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def test_pong_run_leaves_a_complete_run_directory_and_resume_continues(tmp_path):
+    result = run_command("train.py", "--env-id", "ALE/Pong-v5", "--num-processes", "2", "--max-steps", "3000", "--runs-dir", tmp_path, "--no-evaluator", "--seed", "3")
+    assert result.returncode == 0, result.stderr
+    run_dir = only_run_dir(tmp_path)
+    assert run_dir.name.startswith("ALE_Pong-v5__a3c__3__")
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["env_id"] == "ALE/Pong-v5" and config["num_processes"] == 2 and config["lr"] == 1e-4
+    checkpoint = load(run_dir / "checkpoints" / "latest.pt")  # weights_only=True
+    first_steps = checkpoint["global_step"]
+    assert 3000 <= first_steps < 3000 + 2 * 20
+    assert checkpoint["config"]["env_id"] == "ALE/Pong-v5"
+    assert all(s["step"] > 0 for s in checkpoint["optimizer"]["state"].values())
+    tags = scalar_tags(run_dir)
+    for tag in ("charts/SPS", "charts/learning_rate", "losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/grad_norm"):
+        assert tag in tags, f"missing {tag}: {sorted(tags)}"
+
+    result = run_command("train.py", "--resume", run_dir, "--max-steps", "5000")
+    assert result.returncode == 0, result.stderr
+    assert only_run_dir(tmp_path) == run_dir, "resume continues in the same run directory"
+    resumed = load(run_dir / "checkpoints" / "latest.pt")
+    assert resumed["global_step"] >= 5000
+    steps = sorted(event.step for event in scalar_tags(run_dir)["losses/policy_loss"])
+    assert steps[0] < first_steps < steps[-1], "TensorBoard curves continue after the resume"
+    optimizer_steps = [s["step"] for s in resumed["optimizer"]["state"].values()]
+    assert all(a > b for a, b in zip(optimizer_steps, (s["step"] for s in checkpoint["optimizer"]["state"].values()))), "optimizer state carried on"
+
+
+def test_cartpole_run_with_evaluator_writes_eval_tags_and_best(tmp_path):
+    result = run_command("train.py", "--env-id", "CartPole-v1", "--num-processes", "2", "--max-steps", "12000", "--runs-dir", tmp_path, "--eval-interval", "1", "--eval-episodes", "2")
+    assert result.returncode == 0, result.stderr
+    run_dir = only_run_dir(tmp_path)
+    tags = scalar_tags(run_dir)
+    for tag in ("charts/episodic_return", "charts/episodic_length", "eval/episodic_return", "eval/episodic_return_std", "eval/episodic_length"):
+        assert tag in tags, f"missing {tag}"
+    best = load(run_dir / "checkpoints" / "best.pt")
+    assert best["best_eval_return"] == max(e.value for e in tags["eval/episodic_return"])
+
+
+def test_ctrl_c_stops_cleanly_with_a_loadable_checkpoint(tmp_path):
+    process = start_command("train.py", "--env-id", "ALE/Pong-v5", "--num-processes", "2", "--max-steps", "10000000", "--runs-dir", tmp_path, "--no-evaluator", "--checkpoint-interval", "1000")
+    try:
+        assert wait_for(lambda: any(tmp_path.glob("*/events.out.tfevents.*")), 60)
+        time.sleep(4)
+        workers = children_of(process.pid)
+        started = time.monotonic()
+        code, out, err = stop(process, signal.SIGINT)
+    finally:
+        process.kill()
+    assert time.monotonic() - started < 15
+    assert code == 130, err
+    checkpoint = load(only_run_dir(tmp_path) / "checkpoints" / "latest.pt")
+    assert checkpoint["global_step"] > 0
+    assert "--resume" in out
+    assert len(workers) == 2 and not any(alive(pid) for pid in workers)
+
+
+def test_a_killed_worker_stops_the_run_with_a_clear_message(tmp_path):
+    process = start_command("train.py", "--env-id", "CartPole-v1", "--num-processes", "2", "--max-steps", "10000000", "--runs-dir", tmp_path, "--no-evaluator", "--checkpoint-interval", "1000")
+    try:
+        assert wait_for(lambda: len(children_of(process.pid)) == 2, 60)
+        workers = children_of(process.pid)
+        time.sleep(3)
+        os.kill(workers[1], signal.SIGKILL)
+        killed_at = time.monotonic()
+        out, err = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert time.monotonic() - killed_at < 10, "the trainer noticed within seconds"
+    assert process.returncode == 1
+    assert "worker" in err and "SIGKILL" in err
+    assert not any(alive(pid) for pid in workers), "no orphan workers"
+    assert load(only_run_dir(tmp_path) / "checkpoints" / "latest.pt")["global_step"] > 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--num-processes", "0"], "--num-processes must be a positive integer"),
+    (["--max-steps", "-5"], "--max-steps must be a positive integer"),
+    (["--lr", "0"], "--lr must be positive"),
+    (["--num-steps", "abc"], "invalid int value"),
+    (["--env-id", "Breakout"], "did you mean ALE/Breakout-v5"),
+    (["--env-id", "Pendulum-v1"], "discrete action space"),
+    (["--resume", "/nonexistent/run"], "/nonexistent/run"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+    result = run_command("train.py", *args, "--runs-dir", tmp_path, timeout=60)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
