@@ -49,13 +49,18 @@ def read_scalars(run_dir: str | os.PathLike, tags=PLOTTED_TAGS) -> dict[str, Ser
 
 
 def moving_average(values: np.ndarray, window: int) -> np.ndarray:
-    """Trailing mean over the last `window` points (fewer at the start, so no point is lost)."""
+    """Mean over a window centred on each point (narrower at the ends, so no point is lost).
+
+    Centred rather than trailing: a trailing mean lags, and would draw the improvement later
+    than it happened.
+    """
     if len(values) == 0:
         return values.astype(np.float64)
-    window = max(1, int(window))
+    half = max(1, int(window)) // 2
     sums = np.cumsum(np.insert(values.astype(np.float64), 0, 0.0))
-    ends = np.arange(1, len(values) + 1)
-    starts = np.maximum(0, ends - window)
+    index = np.arange(len(values))
+    starts = np.maximum(0, index - half)
+    ends = np.minimum(len(values), index + half + 1)
     return (sums[ends] - sums[starts]) / (ends - starts)
 
 
@@ -94,9 +99,9 @@ def draw(series: dict[str, Series], title: str) -> Figure:
 
 
 def draw_training(axes, steps: np.ndarray, returns: np.ndarray) -> None:
-    axes.scatter(steps, returns, s=4, alpha=0.15, color="tab:blue", linewidths=0, label="training episodes")
+    axes.scatter(steps, returns, s=4, alpha=0.25, color="tab:blue", linewidths=0, label="training episodes")
     window = smoothing_window(len(returns))
-    label = f"training, mean of last {window}" if window > 1 else "training"
+    label = f"training, moving mean of {window}" if window > 1 else "training"
     axes.plot(steps, moving_average(returns, window), color="tab:blue", linewidth=1.8, label=label)
 
 

@@ -1,0 +1,337 @@
+"""`python evaluate.py`: play full games with a trained checkpoint and report the scores.
+
+The env is rebuilt from the checkpoint's own saved config with the evaluation stack (no reward
+clipping, no life-loss episodes), so the scores are full-game scores under the same settings the
+agent was trained with (sticky actions, screen size, action set). Every user error is a
+UsageError with one line naming the path or flag; evaluate.py prints it and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+import warnings
+from pathlib import Path
+
+import ale_py
+import torch
+
+from a3c_torch.checkpoint import checkpoint_in, load_checkpoint, newest_run, resolve_checkpoint
+from a3c_torch.config import Config
+from a3c_torch.envs import ATARI_FRAME_SKIP, EnvSettings, is_atari, make_env
+from a3c_torch.errors import UsageError
+from a3c_torch.evaluator import EpisodeResult, play_episodes, resolve_device, summarize
+from a3c_torch.model import ActorCritic
+
+# Flags that only matter when games are played: `--plot` alone plays none.
+PLAYING_FLAGS = ("--episodes", "--seed", "--device", "--greedy", "--env-id", "--record-video", "--json")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad flag in one line and exits 2, like every user error here."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows real defaults only: '(default: None)' after an optional flag says nothing."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="evaluate.py",
+        description=(
+            "Play full games with a trained checkpoint and print the score table. With no arguments: "
+            "the newest run under --runs-dir, its best.pt (else latest.pt). `--plot FILE.png` alone only "
+            "draws the run's learning curve; add --episodes (or any playing flag) to also play."
+        ),
+        formatter_class=_HelpFormatter,
+        allow_abbrev=False,  # playing flags are recognised by their full names (see PLAYING_FLAGS)
+    )
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--checkpoint", metavar="PATH", help="checkpoint file to evaluate (default: the newest run's best.pt, else latest.pt)")
+    source.add_argument("--run-dir", metavar="DIR", help="run directory to evaluate: its checkpoints/best.pt, else latest.pt")
+    parser.add_argument("--runs-dir", metavar="DIR", default="runs", help="where to look for the newest run when neither --checkpoint nor --run-dir is given")
+    parser.add_argument("--episodes", type=int, metavar="N", default=10, help="number of full games to play")
+    parser.add_argument("--seed", type=int, metavar="N", default=0, help="game i is reset with seed N + i; also seeds action sampling")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="where the network runs (auto: cuda when available)")
+    parser.add_argument("--greedy", action="store_true", help="take the most probable action instead of sampling from the policy")
+    parser.add_argument("--env-id", metavar="ID", help="play another env than the checkpoint's (needs the same observation shape and number of actions)")
+    parser.add_argument("--record-video", metavar="DIR", help="write an mp4 of every game into DIR")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH ('-' for stdout; the table then goes to stderr)")
+    parser.add_argument("--plot", metavar="PNG", help="write the run's learning curve (training and evaluation returns against global steps) to this PNG")
+    return parser
+
+
+def wants_games(argv: list[str], args: argparse.Namespace) -> bool:
+    if args.plot is None:
+        return True
+    return any(arg == flag or arg.startswith(flag + "=") for arg in argv for flag in PLAYING_FLAGS)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser().parse_args(argv)
+    check_args(args)
+    # ALE prints a banner on stderr for every new emulator; it would bury our one-line errors.
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
+    if not wants_games(argv, args):
+        plot(run_dir_to_plot(args), args.plot, sys.stdout)
+        return 0
+
+    device = choose_device(args.device)
+    checkpoint_path = choose_checkpoint(args)
+    checkpoint = load(checkpoint_path)
+    cfg = saved_config(checkpoint, checkpoint_path)
+    settings = env_settings(cfg, args.env_id)
+    if args.record_video:
+        prepare_video_dir(args.record_video)
+    table_out = sys.stderr if args.json == "-" else sys.stdout  # stdout then holds only the JSON
+    env = make_env(settings, seed=args.seed, train=False, render_mode="rgb_array" if args.record_video else None)
+    try:
+        if args.env_id:
+            check_same_spaces(cfg, settings, env)
+        model = load_model(checkpoint, checkpoint_path, cfg, env, device)
+        if args.plot:  # before the games: a bad plot request should not cost a whole evaluation
+            plot(run_dir_of_checkpoint(checkpoint_path), args.plot, table_out)
+        if args.record_video:
+            env = with_video(env, args.record_video, settings, checkpoint_path)
+        results = play(model, env, args, device, table_out)
+    finally:
+        env.close()  # also writes the last video
+
+    report = build_report(results, checkpoint_path, checkpoint, settings, args, device)
+    print("\n" + format_table(report), file=table_out, flush=True)
+    if args.record_video:
+        print(f"videos: {args.record_video}", file=table_out)
+    if args.json:
+        write_json(report, args.json)
+    return 0
+
+
+def check_args(args: argparse.Namespace) -> None:
+    if args.episodes <= 0:
+        raise UsageError(f"--episodes must be a positive integer, got {args.episodes}")
+
+
+def choose_device(choice: str) -> torch.device:
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: torch sees no CUDA device on this machine (use auto or cpu)")
+    return resolve_device(choice)
+
+
+# --- which run and checkpoint ---------------------------------------------------------------
+
+
+def choose_checkpoint(args: argparse.Namespace) -> Path:
+    if args.checkpoint:
+        return resolve_checkpoint(args.checkpoint, prefer_best=True)
+    return checkpoint_in(chosen_run_dir(args), prefer_best=True)
+
+
+def chosen_run_dir(args: argparse.Namespace) -> Path:
+    if args.run_dir:
+        run_dir = Path(args.run_dir)
+        if not run_dir.is_dir():
+            raise UsageError(f"{run_dir}: no such run directory")
+        return run_dir
+    return newest_run(args.runs_dir)
+
+
+def run_dir_to_plot(args: argparse.Namespace) -> Path:
+    if args.checkpoint:
+        return run_dir_of_checkpoint(resolve_checkpoint(args.checkpoint, prefer_best=True))
+    return chosen_run_dir(args)
+
+
+def run_dir_of_checkpoint(checkpoint_path: Path) -> Path:
+    """A checkpoint written by train.py lives in <run>/checkpoints/; the curves are in <run>."""
+    if checkpoint_path.parent.name != "checkpoints":
+        raise UsageError(f"{checkpoint_path}: --plot needs the run directory, and this file is not in a run's checkpoints/ folder (use --run-dir)")
+    return checkpoint_path.parent.parent
+
+
+def plot(run_dir: Path, out_path: str, out) -> None:
+    from a3c_torch.plotting import plot_learning_curve  # tensorboard and matplotlib load slowly
+
+    written = plot_learning_curve(run_dir, out_path)
+    print(f"learning curve of {run_dir}: {written}", file=out, flush=True)
+
+
+# --- checkpoint, env and model --------------------------------------------------------------
+
+
+def load(checkpoint_path: Path) -> dict:
+    # torch warns (several lines) about unusual pickle protocols before refusing them; the
+    # refusal itself is reported by load_checkpoint as one line.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return load_checkpoint(checkpoint_path)
+
+
+def saved_config(checkpoint: dict, checkpoint_path: Path) -> Config:
+    saved = checkpoint["config"]
+    if not isinstance(saved, dict) or not isinstance(saved.get("env_id"), str):
+        raise UsageError(f"{checkpoint_path}: the checkpoint's config has no env id")
+    try:
+        return Config.from_dict(saved)
+    except TypeError as exc:
+        raise UsageError(f"{checkpoint_path}: the checkpoint's config is unusable: {exc}") from None
+
+
+def env_settings(cfg: Config, env_id_override: str | None) -> EnvSettings:
+    settings = EnvSettings.from_config(cfg)
+    if env_id_override:
+        settings = dataclasses.replace(settings, env_id=env_id_override)
+    return settings
+
+
+def spaces_of(env) -> tuple[tuple[int, ...], int]:
+    return tuple(env.observation_space.shape), int(env.action_space.n)
+
+
+def check_same_spaces(cfg: Config, settings: EnvSettings, env) -> None:
+    """A model only fits an env with the observation shape and action count it was trained on."""
+    trained_env = make_env(EnvSettings.from_config(cfg), train=False)
+    try:
+        trained = spaces_of(trained_env)
+    finally:
+        trained_env.close()
+    wanted = spaces_of(env)
+    if wanted != trained:
+        raise UsageError(
+            f"--env-id {settings.env_id}: observation shape {wanted[0]} and {wanted[1]} actions do not match "
+            f"the checkpoint's env {cfg.env_id} (observation shape {trained[0]}, {trained[1]} actions)"
+        )
+
+
+def load_model(checkpoint: dict, checkpoint_path: Path, cfg: Config, env, device: torch.device) -> ActorCritic:
+    obs_shape, num_actions = spaces_of(env)
+    model = ActorCritic(obs_shape, num_actions, cfg.hidden_size)
+    try:
+        model.load_state_dict(checkpoint["model"])
+    except (RuntimeError, TypeError, AttributeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"{checkpoint_path}: the model weights do not fit {cfg.env_id} (obs {obs_shape}, {num_actions} actions): {first}") from None
+    return model.to(device).eval()
+
+
+def prepare_video_dir(video_dir: str) -> None:
+    path = Path(video_dir)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UsageError(f"{path}: --record-video needs a directory, and this is a file") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot create the video directory: {exc.strerror or exc}") from None
+
+
+def with_video(env, video_dir: str, settings: EnvSettings, checkpoint_path: Path):
+    from gymnasium.wrappers import RecordVideo
+
+    # An agent step is ATARI_FRAME_SKIP emulator frames at 60 Hz: 15 fps plays at game speed.
+    fps = 60 // ATARI_FRAME_SKIP if is_atari(settings.env_id) else None
+    prefix = f"{checkpoint_path.stem}-{settings.env_id.replace('/', '_')}"
+    with warnings.catch_warnings():
+        # RecordVideo warns about any existing folder, including the one we just made;
+        # only files with our own names are replaced.
+        warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+        return RecordVideo(env, video_dir, episode_trigger=lambda episode: True, name_prefix=prefix, fps=fps)
+
+
+# --- playing and reporting ------------------------------------------------------------------
+
+
+def play(model: ActorCritic, env, args: argparse.Namespace, device: torch.device, out) -> list[EpisodeResult]:
+    """One game at a time (game i seeded with seed + i), printing each score as it finishes."""
+    torch.manual_seed(args.seed)  # action sampling is reproducible too
+    results = []
+    for i in range(args.episodes):
+        result = play_episodes(model, env, 1, device, greedy=args.greedy, seed=args.seed + i)[0]
+        results.append(result)
+        cut = " (cut by the time limit)" if result.truncated else ""
+        print(f"episode {i + 1:>3}/{args.episodes}  return {result.episode_return:10.2f}  length {result.length:>7,}{cut}", file=out, flush=True)
+    return results
+
+
+def describe_env(settings: EnvSettings) -> dict:
+    if not is_atari(settings.env_id):
+        return {"env_id": settings.env_id, "atari": False}
+    return {
+        "env_id": settings.env_id,
+        "atari": True,
+        "repeat_action_probability": settings.repeat_action_probability,
+        "frame_skip": ATARI_FRAME_SKIP,
+        "screen_size": settings.screen_size,
+        "full_action_space": settings.full_action_space,
+    }
+
+
+def build_report(results, checkpoint_path: Path, checkpoint: dict, settings: EnvSettings, args, device: torch.device) -> dict:
+    return {
+        **summarize(results),
+        "lengths": [r.length for r in results],
+        "checkpoint": str(checkpoint_path),
+        "global_step": int(checkpoint["global_step"]),
+        "env_settings": describe_env(settings),
+        "greedy": bool(args.greedy),
+        "device": str(device),
+        "seed": args.seed,
+    }
+
+
+def format_table(report: dict) -> str:
+    env = report["env_settings"]
+    rows = [
+        ("checkpoint", report["checkpoint"]),
+        ("global step", f"{report['global_step']:,}"),
+        ("env id", env["env_id"]),
+    ]
+    if env["atari"]:
+        rows += [
+            ("sticky actions", f"{env['repeat_action_probability']:g}"),
+            ("frame skip", str(env["frame_skip"])),
+            ("screen size", f"{env['screen_size']}x{env['screen_size']}"),
+            ("action space", "full (18 actions)" if env["full_action_space"] else "minimal (the game's own)"),
+        ]
+    last_seed = report["seed"] + report["episodes"] - 1
+    rows += [
+        ("policy", f"{'greedy (argmax)' if report['greedy'] else 'sampling'} on {report['device']}"),
+        ("episodes", f"{report['episodes']} (seeds {report['seed']}..{last_seed})"),
+        ("mean return", number(report["mean"])),
+        ("std", number(report["std"])),
+        ("median", number(report["median"])),
+        ("min", number(report["min"])),
+        ("max", number(report["max"])),
+        ("mean length", f"{report['mean_length']:,.1f} steps"),
+        ("time-limit cuts", f"{report['truncated']} of {report['episodes']}"),
+    ]
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+
+
+def number(value: float) -> str:
+    return f"{value:,.2f}" if math.isfinite(value) else str(value)
+
+
+def write_json(report: dict, destination: str) -> None:
+    text = json.dumps(report, indent=2) + "\n"
+    if destination == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    path = Path(destination)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write the JSON results: {exc.strerror or exc}") from None

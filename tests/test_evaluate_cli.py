@@ -1,0 +1,302 @@
+"""evaluate.py run as a user would, on checkpoints written without training (fresh weights).
+
+Scores of a fresh model mean nothing; what is checked is the plumbing: which checkpoint is
+picked, the env rebuilt from its saved config, the table, the JSON, the videos, and that every
+bad input is one line on stderr with exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from a3c_torch.checkpoint import save_checkpoint
+from a3c_torch.config import Config
+from a3c_torch.envs import EnvSettings, make_env
+from a3c_torch.evaluator import play_episodes
+from a3c_torch.model import ActorCritic
+from a3c_torch.optim import make_optimizer
+from helpers import REPO
+
+CARTPOLE_RUN = "CartPole-v1__test__1__20250101-000000"
+PONG_RUN = "ALE_Pong-v5__test__1__20250101-000000"
+
+
+def write_checkpoint(path: Path, env_id: str, obs_shape, num_actions: int, global_step: int = 100, **payload_changes) -> Path:
+    """A real checkpoint, as train.py writes it, of a freshly initialised model."""
+    model = ActorCritic(obs_shape, num_actions, hidden_size=64)
+    optimizer = make_optimizer("adam", model.parameters(), 1e-4)
+    payload = {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "global_step": global_step,
+        "config": Config(env_id=env_id, screen_size=42, hidden_size=64).to_dict(),
+        "best_eval_return": None,
+        "wall_time": 1.0,
+        **payload_changes,
+    }
+    save_checkpoint(path, payload)
+    return path
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Path:
+    """runs/ with a Pong run (latest.pt only) and, written last so it is the newest, a CartPole
+    run whose best.pt (step 50) and latest.pt (step 100) differ."""
+    runs_dir = tmp_path_factory.mktemp("workdir") / "runs"
+    write_checkpoint(runs_dir / PONG_RUN / "checkpoints" / "latest.pt", "ALE/Pong-v5", (42, 42), 6)
+    cartpole = runs_dir / CARTPOLE_RUN / "checkpoints"
+    write_checkpoint(cartpole / "latest.pt", "CartPole-v1", (4,), 2, global_step=100)
+    write_checkpoint(cartpole / "best.pt", "CartPole-v1", (4,), 2, global_step=50)
+    os.utime(runs_dir / PONG_RUN / "checkpoints" / "latest.pt", (1, 1))  # clearly the older run
+    return runs_dir
+
+
+def evaluate(*args, cwd: Path = REPO, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO / "evaluate.py"), *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def episode_lines(output: str) -> list[str]:
+    return [line for line in output.splitlines() if line.startswith("episode ") and "/" in line]
+
+
+def table_value(output: str, name: str) -> str:
+    for line in output.splitlines():
+        if line.startswith(name + "  "):
+            return line[len(name) :].strip()
+    raise AssertionError(f"no {name!r} row in:\n{output}")
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, *expected: str) -> None:
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("evaluate.py: error: "), lines[0]
+    for text in expected:
+        assert text in lines[0], f"{text!r} not in {lines[0]!r}"
+
+
+# --- the normal path ------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_no_arguments_evaluates_the_newest_runs_best_checkpoint(runs):
+    result = evaluate(cwd=runs.parent)  # exactly what a user types, next to runs/
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert len(episode_lines(out)) == 10
+    assert table_value(out, "checkpoint").endswith(f"{CARTPOLE_RUN}/checkpoints/best.pt")
+    assert table_value(out, "global step") == "50"
+    assert table_value(out, "env id") == "CartPole-v1"
+    assert table_value(out, "episodes").startswith("10 ")
+    for row in ("mean return", "std", "median", "min", "max"):
+        assert math.isfinite(float(table_value(out, row).replace(",", "")))
+    assert table_value(out, "time-limit cuts") == "0 of 10"
+    assert "sampling on cpu" in table_value(out, "policy")
+
+
+@pytest.mark.slow
+def test_json_file_holds_the_summary_and_what_was_evaluated(runs, tmp_path):
+    out_json = tmp_path / "results" / "eval.json"
+    result = evaluate("--run-dir", runs / CARTPOLE_RUN, "--episodes", 3, "--seed", 7, "--json", out_json)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(out_json.read_text())
+    assert report["episodes"] == 3 and len(report["returns"]) == 3 and len(report["lengths"]) == 3
+    assert math.isfinite(report["mean"]) and report["mean"] == pytest.approx(np.mean(report["returns"]))
+    assert report["min"] <= report["median"] <= report["max"]
+    assert report["checkpoint"].endswith("best.pt") and report["global_step"] == 50
+    assert report["env_settings"] == {"env_id": "CartPole-v1", "atari": False}
+    assert report["greedy"] is False and report["device"] == "cpu" and report["seed"] == 7
+    assert report["truncated"] == 0
+
+
+@pytest.mark.slow
+def test_json_to_stdout_is_pure_json_and_greedy_is_recorded(runs):
+    checkpoint = runs / CARTPOLE_RUN / "checkpoints" / "latest.pt"
+    result = evaluate("--checkpoint", checkpoint, "--episodes", 2, "--greedy", "--device", "cpu", "--json", "-")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)  # the table went to stderr
+    assert report["greedy"] is True and report["global_step"] == 100 and report["episodes"] == 2
+    assert "greedy (argmax)" in result.stderr
+
+
+@pytest.mark.slow
+def test_pong_game_is_recorded_and_the_atari_settings_are_shown(runs, tmp_path):
+    videos = tmp_path / "videos"
+    result = evaluate("--run-dir", runs / PONG_RUN, "--episodes", 1, "--record-video", videos)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert table_value(out, "env id") == "ALE/Pong-v5"
+    assert table_value(out, "sticky actions") == "0.25"
+    assert table_value(out, "frame skip") == "4"
+    assert table_value(out, "screen size") == "42x42"
+    assert table_value(out, "action space").startswith("minimal")
+    assert table_value(out, "checkpoint").endswith("latest.pt")  # the run has no best.pt
+    mp4s = list(videos.glob("*.mp4"))
+    assert mp4s and all(p.stat().st_size > 1000 for p in mp4s), mp4s
+
+
+@pytest.mark.slow
+def test_env_id_override_with_the_same_spaces_plays_the_new_env(runs, tmp_path):
+    out_json = tmp_path / "eval.json"
+    result = evaluate("--run-dir", runs / CARTPOLE_RUN, "--env-id", "CartPole-v0", "--episodes", 1, "--json", out_json)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(out_json.read_text())["env_settings"]["env_id"] == "CartPole-v0"
+
+
+@pytest.mark.slow
+def test_env_id_override_with_other_spaces_names_both_envs(runs):
+    result = evaluate("--run-dir", runs / PONG_RUN, "--env-id", "ALE/Breakout-v5", "--episodes", 1)
+    assert_one_line_error(result, "ALE/Breakout-v5", "4 actions", "ALE/Pong-v5", "6 actions")
+
+
+@pytest.mark.slow
+def test_help_shows_the_defaults():
+    result = evaluate("--help")
+    assert result.returncode == 0
+    assert "(default: 10)" in result.stdout and "(default: runs)" in result.stdout
+
+
+# --- bad input: one line, exit 2, no traceback ------------------------------------------------
+
+
+class Payload:
+    """A pickle that runs a shell command when loaded without weights_only."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def bad_checkpoint(kind: str, folder: Path, good: Path) -> Path:
+    path = folder / f"{kind}.pt"
+    if kind == "random-bytes":
+        path.write_bytes(np.random.default_rng(0).bytes(4096))
+    elif kind == "foreign-dict":
+        torch.save({"weights": torch.zeros(3), "step": 5}, path)
+    elif kind == "future-version":
+        model = ActorCritic((4,), 2, 64)
+        save_checkpoint(path, {"format_version": 999, "model": model.state_dict(), "optimizer": {}, "global_step": 1, "config": Config(env_id="CartPole-v1").to_dict()})
+    elif kind == "truncated":
+        data = good.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+    elif kind == "code-payload":
+        torch.save({"model": Payload(folder / "payload-ran")}, path)
+    return path
+
+
+BAD_CHECKPOINTS = {
+    "random-bytes": "not an a3c_torch checkpoint",
+    "foreign-dict": "missing format_version",
+    "future-version": "format version 999",
+    "truncated": "truncated or corrupt",
+    "code-payload": "could run code",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", sorted(BAD_CHECKPOINTS))
+def test_bad_checkpoint_file_is_one_line_error(kind, runs, tmp_path):
+    good = runs / CARTPOLE_RUN / "checkpoints" / "latest.pt"
+    path = bad_checkpoint(kind, tmp_path, good)
+    result = evaluate("--checkpoint", path, "--episodes", 1)
+    assert_one_line_error(result, str(path), BAD_CHECKPOINTS[kind])
+    assert not (tmp_path / "payload-ran").exists(), "loading the checkpoint ran its code"
+
+
+@pytest.mark.slow
+def test_missing_checkpoint_file(tmp_path):
+    missing = tmp_path / "nope.pt"
+    assert_one_line_error(evaluate("--checkpoint", missing), str(missing), "no such")
+
+
+@pytest.mark.slow
+def test_no_runs_found(tmp_path):
+    assert_one_line_error(evaluate("--runs-dir", tmp_path / "runs"), str(tmp_path / "runs"), "no runs")
+
+
+@pytest.mark.slow
+def test_run_dir_without_checkpoints(tmp_path):
+    assert_one_line_error(evaluate("--run-dir", tmp_path), str(tmp_path), "no checkpoint")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_cuda_without_cuda(runs):
+    assert_one_line_error(evaluate("--run-dir", runs / CARTPOLE_RUN, "--device", "cuda"), "--device cuda")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--checkpoint", "a.pt", "--run-dir", "b"], "not allowed with"),
+        (["--episodes", "0"], "--episodes"),
+        (["--episodes", "many"], "--episodes"),
+    ],
+)
+def test_bad_flags(args, expected):
+    assert_one_line_error(evaluate(*args), expected)
+
+
+# --- --plot ---------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_plot_alone_draws_the_curve_and_plays_no_games(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    run_dir = tmp_path / CARTPOLE_RUN
+    with SummaryWriter(str(run_dir)) as writer:
+        for step in range(0, 2000, 20):
+            writer.add_scalar("charts/episodic_return", 10 + step / 100, step)
+    png = tmp_path / "curve.png"
+    result = evaluate("--plot", png, "--run-dir", run_dir)
+    assert result.returncode == 0, result.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not episode_lines(result.stdout) and str(png) in result.stdout
+
+
+@pytest.mark.slow
+def test_plot_of_a_run_without_event_files_is_one_line_error(runs, tmp_path):
+    assert_one_line_error(evaluate("--plot", tmp_path / "x.png", "--run-dir", runs / PONG_RUN), str(runs / PONG_RUN), "no TensorBoard event files")
+
+
+# --- play_episodes on a real ROM --------------------------------------------------------------
+
+
+@pytest.fixture
+def one_thread():
+    """Like the entry points (OMP_NUM_THREADS=1): small per-step ops are slower on more threads,
+    much slower when other processes want the cores."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_play_episodes_plays_a_whole_pong_game(one_thread):
+    env = make_env(EnvSettings("ALE/Pong-v5", screen_size=42), seed=0, train=False)
+    try:
+        model = ActorCritic((42, 42), int(env.action_space.n), hidden_size=64).eval()
+        torch.manual_seed(0)
+        results = play_episodes(model, env, episodes=1, seed=0)
+    finally:
+        env.close()
+    assert len(results) == 1
+    game = results[0]
+    # A Pong game ends when one side has 21 points: the return is (ours - theirs), full score.
+    assert math.isfinite(game.episode_return) and -21 <= game.episode_return <= 21
+    assert game.episode_return == int(game.episode_return) and abs(game.episode_return) > 1
+    assert game.length > 100 and not game.truncated
