@@ -87,35 +87,40 @@ def main(argv: list[str] | None = None) -> int:
     if not wants_games(argv, args):
         plot(run_dir_to_plot(args), args.plot, sys.stdout)
         return 0
+    out = sys.stderr if args.json == "-" else sys.stdout  # stdout then holds only the JSON
+    report = evaluate_checkpoint(args, out)
+    print("\n" + format_table(report), file=out, flush=True)
+    if args.record_video:
+        print(f"videos: {args.record_video}", file=out)
+    if args.json:
+        write_json(report, args.json)
+    return 0
 
+
+def evaluate_checkpoint(args: argparse.Namespace, out) -> dict:
+    """Everything that can fail on bad input is checked before the first game is played."""
     device = choose_device(args.device)
     checkpoint_path = choose_checkpoint(args)
     checkpoint = load(checkpoint_path)
     cfg = saved_config(checkpoint, checkpoint_path)
     settings = env_settings(cfg, args.env_id)
+    if args.json:
+        check_json_destination(args.json)
     if args.record_video:
         prepare_video_dir(args.record_video)
-    table_out = sys.stderr if args.json == "-" else sys.stdout  # stdout then holds only the JSON
     env = make_env(settings, seed=args.seed, train=False, render_mode="rgb_array" if args.record_video else None)
     try:
         if args.env_id:
             check_same_spaces(cfg, settings, env)
         model = load_model(checkpoint, checkpoint_path, cfg, env, device)
-        if args.plot:  # before the games: a bad plot request should not cost a whole evaluation
-            plot(run_dir_of_checkpoint(checkpoint_path), args.plot, table_out)
+        if args.plot:
+            plot(run_dir_of_checkpoint(checkpoint_path), args.plot, out)
         if args.record_video:
             env = with_video(env, args.record_video, settings, checkpoint_path)
-        results = play(model, env, args, device, table_out)
+        results = play(model, env, args, device, out)
     finally:
         env.close()  # also writes the last video
-
-    report = build_report(results, checkpoint_path, checkpoint, settings, args, device)
-    print("\n" + format_table(report), file=table_out, flush=True)
-    if args.record_video:
-        print(f"videos: {args.record_video}", file=table_out)
-    if args.json:
-        write_json(report, args.json)
-    return 0
+    return build_report(results, checkpoint_path, checkpoint, settings, args, device)
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -321,6 +326,18 @@ def format_table(report: dict) -> str:
 
 def number(value: float) -> str:
     return f"{value:,.2f}" if math.isfinite(value) else str(value)
+
+
+def check_json_destination(destination: str) -> None:
+    if destination == "-":
+        return
+    path = Path(destination)
+    if path.is_dir():
+        raise UsageError(f"{path}: --json needs a file name, and this is a directory")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot create the folder for the JSON results: {exc.strerror or exc}") from None
 
 
 def write_json(report: dict, destination: str) -> None:

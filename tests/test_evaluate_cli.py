@@ -238,6 +238,13 @@ def test_cuda_without_cuda(runs):
 
 
 @pytest.mark.slow
+def test_json_destination_is_checked_before_playing(runs, tmp_path):
+    result = evaluate("--run-dir", runs / CARTPOLE_RUN, "--json", tmp_path)
+    assert_one_line_error(result, str(tmp_path), "--json needs a file name")
+    assert not episode_lines(result.stdout)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, expected",
     [
