@@ -13,9 +13,9 @@ INSTALLED := $(VENV)/.installed
 
 install: $(INSTALLED)
 
-$(INSTALLED): requirements.txt requirements-dev.txt
+$(INSTALLED): requirements.txt
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $(INSTALLED)
 
 train: $(INSTALLED)
