@@ -1,0 +1,324 @@
+"""Throughput of A3C training against the emulator's own speed, on this machine, in one run.
+
+What it measures
+----------------
+(a) Emulator ceiling. The training env stack (`make_env(EnvSettings(env_id), train=True)`: ALE with
+    sticky actions, AtariPreprocessing with frame-skip 4 and 42x42 grayscale, episode statistics,
+    life-loss terminals, FIRE on reset, reward clipping) driven by a random policy in one process:
+    agent steps/s on one core. Then the same in N processes at once (N = --max-processes), which
+    gives the per-core speed when every core is busy (shared caches, memory bandwidth, turbo).
+    Each process warms up for --emulator-warmup seconds, then counts steps for --emulator-seconds.
+
+(b) Training throughput with 1, 2, ..., --max-processes worker processes, measured on the real
+    trainer: `train.py --no-evaluator --num-processes N --log-interval 1 --max-steps <huge>` runs
+    as a subprocess. With stdout not a terminal, the trainer prints a line
+    `step X/Y  S steps/s ...` about once a second, where X is the global step counter (the
+    mp.Value every worker adds its steps to). This script timestamps each line as it arrives and
+    reads X from it. Once the counter has started to move (all workers spawned, imports done),
+    it waits --warmup more seconds (the first optimizer.step in a spawned worker is about 1 s
+    slower, and the first updates are not steady), then measures for --seconds and stops the
+    trainer with SIGINT (it exits 130 after writing its final checkpoint into a temporary
+    --runs-dir, which is deleted afterwards).
+
+    Training SPS = least-squares slope of the global step counter against time over the lines
+    that arrived inside the measurement window. Why this and not the alternatives: the counter is
+    the trainer's own ground truth (not a derived rate); a slope over ~--seconds points is
+    insensitive to start-up, shutdown, a late line or the 20-step granularity of the counter;
+    and it needs nothing but stdout (no TensorBoard parsing, no checkpoint loading). The printed
+    per-line `steps/s` (a 1-s rate) and the checkpoint's global_step/wall_time (which include
+    start-up and shutdown) are noisier or biased.
+
+Because the machine may be shared (other people's tests), the script also reads /proc to report
+how much CPU the workers actually got during the window ("worker cores": N means each worker had
+a full core) and how many cores everything else on the machine used ("other load"). "steps per
+worker CPU-s" = training SPS / worker cores is the per-core training speed with that contention
+mostly factored out; compare it with the emulator's steps per CPU-second.
+
+Columns of the training table
+-----------------------------
+N               worker processes
+SPS             training agent steps/s (all workers together; Atari frames/s = 4x this)
+SPS/proc        SPS / N
+train/emu       (SPS / N) / (emulator steps/s on one core, single process): the fraction of the
+                emulator ceiling a worker reaches; 1 - train/emu is the share of a worker's time
+                spent on the network and the update
+efficiency      SPS(N) / (N * SPS(1)): 1.0 is perfect scaling
+worker cores    CPU seconds used by the workers per wall second during the window (ideal: N)
+other load      busy cores on the machine not used by this benchmark or its trainer
+steps/CPU-s     SPS / worker cores
+train/emu CPU   steps/CPU-s / the single-process emulator's steps per CPU-second: train/emu with
+                the CPU contention factored out of both (the robust number on a shared machine)
+
+Run
+---
+    .venv/bin/python benchmarks/throughput.py                       # Pong, 1..cpu_count workers, 30 s each
+    .venv/bin/python benchmarks/throughput.py --seconds 15 --max-processes 2 --json /tmp/tp.json
+    .venv/bin/python benchmarks/throughput.py --env-id ALE/Breakout-v5 --no-emulator-parallel
+
+The numbers are only comparable between runs on an otherwise idle machine; look at "other load".
+"""
+
+from __future__ import annotations
+
+import os
+
+# Before anything can import torch (the trainer subprocess inherits this too).
+os.environ["OMP_NUM_THREADS"] = "1"
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import multiprocessing as mp  # noqa: E402
+import platform  # noqa: E402
+import re  # noqa: E402
+import shutil  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+STEP_LINE = re.compile(r"^step ([\d,]+)/")
+
+
+# --------------------------------------------------------------------------- emulator
+def emulator_run(env_id: str, seconds: float, warmup: float, seed: int) -> dict:
+    """Random policy on the training env stack; steps counted after `warmup` seconds."""
+    from a3c_torch.envs import EnvSettings, make_env
+
+    env = make_env(EnvSettings(env_id), seed=seed, train=True)
+    env.reset(seed=seed)
+
+    def play(duration: float) -> int:
+        steps, end = 0, time.perf_counter() + duration
+        while True:
+            for _ in range(50):  # check the clock every 50 steps, not every step
+                _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+                if terminated or truncated:
+                    env.reset()
+            steps += 50
+            if time.perf_counter() >= end:
+                return steps
+
+    play(warmup)
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    steps = play(seconds)
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    env.close()
+    return {"steps": steps, "wall_s": wall, "cpu_s": cpu, "sps": steps / wall, "steps_per_cpu_s": steps / cpu}
+
+
+def emulator_parallel(env_id: str, processes: int, seconds: float, warmup: float) -> list[dict]:
+    ctx = mp.get_context("spawn")
+    with ctx.Pool(processes) as pool:
+        return pool.starmap(emulator_run, [(env_id, seconds, warmup, 100 + i) for i in range(processes)])
+
+
+# --------------------------------------------------------------------------- /proc accounting
+def _proc_cpu_s(pid: int) -> float:
+    """utime + stime of one process, in seconds (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # fields 14 and 15 of stat(5)
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid:
+            kids.append(int(entry))
+    return kids
+
+
+def _is_spawned_worker(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"spawn_main" in f.read()
+    except OSError:
+        return False
+
+
+def _machine_busy_s() -> float:
+    """CPU seconds the whole machine spent not idle, since boot."""
+    with open("/proc/stat") as f:
+        values = [int(v) for v in f.readline().split()[1:]]
+    idle = values[3] + values[4]  # idle + iowait
+    return (sum(values[:8]) - idle) / CLOCK_TICKS  # guest time is already inside user
+
+
+def cpu_snapshot(trainer_pid: int, worker_pids: list[int]) -> dict:
+    return {
+        "workers": sum(_proc_cpu_s(p) for p in worker_pids),
+        "trainer": _proc_cpu_s(trainer_pid),
+        "self": time.process_time(),
+        "machine": _machine_busy_s(),
+        "wall": time.monotonic(),
+    }
+
+
+# --------------------------------------------------------------------------- training
+def slope(points: list[tuple[float, int]]) -> float:
+    """Least-squares slope of step against time."""
+    n = len(points)
+    mean_t = sum(t for t, _ in points) / n
+    mean_s = sum(s for _, s in points) / n
+    var = sum((t - mean_t) ** 2 for t, _ in points)
+    return sum((t - mean_t) * (s - mean_s) for t, s in points) / var
+
+
+def measure_training(processes: int, args) -> dict:
+    runs_dir = tempfile.mkdtemp(prefix="a3c-throughput-")
+    cmd = [
+        sys.executable, str(ROOT / "train.py"),
+        "--env-id", args.env_id, "--no-evaluator", "--num-processes", str(processes),
+        "--max-steps", str(10**12), "--runs-dir", runs_dir, "--exp-name", "throughput",
+        "--log-interval", "1", "--checkpoint-interval", "86400", "--seed", str(args.seed),
+    ]  # fmt: skip
+    samples: list[tuple[float, int]] = []
+    tail: list[str] = []
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+    def read_lines():
+        for line in proc.stdout:
+            now = time.monotonic()
+            match = STEP_LINE.match(line)
+            if match:
+                samples.append((now, int(match.group(1).replace(",", ""))))
+            tail.append(line.rstrip())
+            del tail[:-20]
+
+    reader = threading.Thread(target=read_lines, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + args.startup_timeout
+        while not any(step > 0 for _, step in samples):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"train.py with {processes} workers never started stepping (exit code {proc.poll()}):\n" + "\n".join(tail))
+            time.sleep(0.1)
+        time.sleep(args.warmup)
+        workers = [p for p in _children(proc.pid) if _is_spawned_worker(p)]
+        before = cpu_snapshot(proc.pid, workers)
+        time.sleep(args.seconds)
+        after = cpu_snapshot(proc.pid, workers)
+        if proc.poll() is not None:
+            raise RuntimeError(f"train.py with {processes} workers exited early (exit code {proc.returncode}):\n" + "\n".join(tail))
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        try:
+            code = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
+        reader.join(timeout=5)
+        shutil.rmtree(runs_dir, ignore_errors=True)
+
+    window = [(t, s) for t, s in samples if before["wall"] <= t <= after["wall"]]
+    if len(window) < 3:
+        raise RuntimeError(f"only {len(window)} progress lines inside the {args.seconds:.0f} s window; use a longer --seconds")
+    wall = after["wall"] - before["wall"]
+    sps = slope(window)
+    worker_cores = (after["workers"] - before["workers"]) / wall
+    ours = (after["workers"] - before["workers"]) + (after["trainer"] - before["trainer"]) + (after["self"] - before["self"])
+    other = (after["machine"] - before["machine"] - ours) / wall
+    return {
+        "processes": processes,
+        "sps": sps,
+        "sps_endpoints": (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0]),
+        "points": len(window),
+        "window_s": wall,
+        "worker_pids_found": len(workers),
+        "worker_cores": worker_cores,
+        "trainer_main_cores": (after["trainer"] - before["trainer"]) / wall,
+        "other_load_cores": max(0.0, other),
+        "steps_per_worker_cpu_s": sps / worker_cores if worker_cores > 0 else float("nan"),
+        "exit_code": code,
+    }
+
+
+# --------------------------------------------------------------------------- report
+def print_report(result: dict) -> None:
+    emu = result["emulator"]
+    single = emu["single"]
+    print(f"\n{result['env_id']}  ({result['machine']['cpu_count']} CPUs, {result['machine']['processor']}, python {result['machine']['python']})")
+    print(f"load average at start: {result['machine']['loadavg_start']}, at end: {result['machine']['loadavg_end']}")
+    print("\nEmulator + training preprocessing, random policy (agent steps/s; frames/s = 4x):")
+    print(f"  1 process : {single['sps']:8.0f} steps/s  ({1e6 / single['sps']:.0f} us/step), {single['steps_per_cpu_s']:.0f} steps per CPU-s, CPU share {single['cpu_s'] / single['wall_s']:.2f}")
+    if emu.get("parallel"):
+        par = emu["parallel"]
+        per = [r["sps"] for r in par]
+        cpu = sum(r["steps"] for r in par) / sum(r["cpu_s"] for r in par)
+        print(f"  {len(par)} processes: {sum(per):8.0f} steps/s in all, {sum(per) / len(per):.0f} per process (per core under load), {cpu:.0f} steps per CPU-s")
+    emu_core = single["sps"]
+    print("\nTraining (train.py --no-evaluator), global steps/s over the measurement window:")
+    header = f"{'N':>3} {'SPS':>8} {'SPS/proc':>9} {'train/emu':>10} {'efficiency':>11} {'worker cores':>13} {'other load':>11} {'steps/CPU-s':>12} {'train/emu CPU':>14}"
+    print(header)
+    print("-" * len(header))
+    base = result["training"][0]["sps"] if result["training"] and result["training"][0]["processes"] == 1 else None
+    for row in result["training"]:
+        n, sps = row["processes"], row["sps"]
+        eff = f"{sps / (n * base):11.2f}" if base else f"{'-':>11}"
+        per_cpu = row["steps_per_worker_cpu_s"]
+        print(f"{n:3d} {sps:8.0f} {sps / n:9.0f} {sps / n / emu_core:10.2f} {eff} {row['worker_cores']:13.2f} {row['other_load_cores']:11.2f} {per_cpu:12.0f} {per_cpu / single['steps_per_cpu_s']:14.2f}")
+    print("\ntrain/emu = (SPS/N) / single-process emulator steps/s; efficiency = SPS(N) / (N * SPS(1));")
+    print("worker cores = CPU the workers got (ideal N); other load = busy cores used by anything else;")
+    print("steps/CPU-s = SPS / worker cores (per-core speed with CPU contention factored out);")
+    print("train/emu CPU = steps/CPU-s / emulator steps per CPU-s.")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--env-id", default="ALE/Pong-v5")
+    parser.add_argument("--max-processes", type=int, default=os.cpu_count() or 1, help="measure training with 1..MAX_PROCESSES workers")
+    parser.add_argument("--seconds", type=float, default=30.0, help="measurement window per training run")
+    parser.add_argument("--warmup", type=float, default=5.0, help="seconds skipped after the step counter starts moving")
+    parser.add_argument("--emulator-seconds", type=float, default=10.0)
+    parser.add_argument("--emulator-warmup", type=float, default=2.0)
+    parser.add_argument("--no-emulator-parallel", dest="emulator_parallel", action="store_false", help="skip the MAX_PROCESSES-parallel emulator run")
+    parser.add_argument("--startup-timeout", type=float, default=180.0, help="give up if a trainer has not stepped after this long")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args()
+
+    result = {
+        "env_id": args.env_id,
+        "settings": vars(args),
+        "machine": {"cpu_count": os.cpu_count(), "processor": platform.processor() or platform.machine(), "python": platform.python_version(), "loadavg_start": os.getloadavg()},
+        "emulator": {},
+        "training": [],
+    }
+    print(f"emulator alone, 1 process, {args.emulator_seconds:.0f} s ...", flush=True)
+    result["emulator"]["single"] = emulator_run(args.env_id, args.emulator_seconds, args.emulator_warmup, seed=100)
+    if args.emulator_parallel and args.max_processes > 1:
+        print(f"emulator alone, {args.max_processes} processes at once, {args.emulator_seconds:.0f} s ...", flush=True)
+        result["emulator"]["parallel"] = emulator_parallel(args.env_id, args.max_processes, args.emulator_seconds, args.emulator_warmup)
+    for n in range(1, args.max_processes + 1):
+        print(f"training with {n} worker process{'es' if n > 1 else ''}: warm-up {args.warmup:.0f} s + {args.seconds:.0f} s ...", flush=True)
+        row = measure_training(n, args)
+        result["training"].append(row)
+        print(f"  {row['sps']:.0f} steps/s (endpoints {row['sps_endpoints']:.0f}, {row['points']} points), worker cores {row['worker_cores']:.2f}, other load {row['other_load_cores']:.2f}", flush=True)
+    result["machine"]["loadavg_end"] = os.getloadavg()
+    print_report(result)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
