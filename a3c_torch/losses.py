@@ -46,12 +46,13 @@ def gae(
     gae_lambda = 1 the returns are the n-step returns of the A3C paper.
     """
     deltas = rewards + gamma * next_values - values
-    advantages = torch.empty_like(deltas)
-    running = torch.zeros((), dtype=deltas.dtype)
-    continues = (~episode_ends).to(deltas.dtype)
-    for t in range(len(rewards) - 1, -1, -1):
-        running = deltas[t] + gamma * gae_lambda * continues[t] * running
-        advantages[t] = running
+    # The backward recursion runs on Python floats: 20 steps of tensor indexing cost more.
+    delta_list, ends = deltas.tolist(), episode_ends.tolist()
+    advantage_list, running = [0.0] * len(delta_list), 0.0
+    for t in range(len(delta_list) - 1, -1, -1):
+        running = delta_list[t] + (0.0 if ends[t] else gamma * gae_lambda * running)
+        advantage_list[t] = running
+    advantages = torch.tensor(advantage_list, dtype=deltas.dtype)
     return advantages, advantages + values
 
 

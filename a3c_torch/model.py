@@ -10,7 +10,6 @@ import math
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 State = tuple[torch.Tensor, torch.Tensor]
 
@@ -92,12 +91,20 @@ class ActorCritic(nn.Module):
         Returns logits (T, A), values (T,) and the final state.
         """
         features = self.encode(obs)
-        keep = (~episode_starts).float().unsqueeze(-1)
+        starts = episode_starts.tolist()
+        # The LSTM runs fused over each stretch between episode starts (torch.lstm is what
+        # nn.LSTM calls, here with the cell's own weights: the gate layout is the same). A Python
+        # loop of LSTMCell calls would make the backward pass build one weight gradient per step.
+        bounds = [0] + [t for t in range(1, len(starts)) if starts[t]] + [len(starts)]
+        weights = [self.lstm.weight_ih, self.lstm.weight_hh, self.lstm.bias_ih, self.lstm.bias_hh]
         h, c = state
         hiddens = []
-        for t in range(features.shape[0]):
-            h, c = self.lstm(features[t : t + 1], (h * keep[t], c * keep[t]))
-            hiddens.append(h)
+        for begin, end in zip(bounds[:-1], bounds[1:]):
+            if starts[begin]:
+                h, c = torch.zeros_like(h), torch.zeros_like(c)
+            out, h, c = torch.lstm(features[begin:end].unsqueeze(1), (h.unsqueeze(0), c.unsqueeze(0)), weights, True, 1, 0.0, True, False, False)
+            hiddens.append(out.squeeze(1))
+            h, c = h.squeeze(0), c.squeeze(0)
         logits, values = self.heads(torch.cat(hiddens))
         return logits, values, (h, c)
 
@@ -105,4 +112,6 @@ class ActorCritic(nn.Module):
 def sample_action(logits: torch.Tensor, greedy: bool = False) -> torch.Tensor:
     if greedy:
         return logits.argmax(dim=-1)
-    return torch.multinomial(F.softmax(logits, dim=-1), 1).squeeze(-1)
+    # Gumbel-max: argmax(logits + Gumbel noise) is a sample of softmax(logits), and costs less
+    # than torch.multinomial inside the acting loop.
+    return (logits - torch.empty_like(logits).exponential_().log()).argmax(dim=-1)

@@ -45,5 +45,6 @@ def test_sample_action_greedy_and_sampled():
     logits = torch.tensor([[0.0, 10.0, 0.0]])
     assert sample_action(logits, greedy=True).item() == 1
     torch.manual_seed(0)
-    draws = torch.stack([sample_action(torch.zeros(1, 3)) for _ in range(300)])
-    assert set(draws.flatten().tolist()) == {0, 1, 2}
+    logits = torch.log(torch.tensor([[0.2, 0.5, 0.3]])).expand(20000, 3)
+    frequencies = torch.bincount(sample_action(logits), minlength=3).float() / 20000
+    torch.testing.assert_close(frequencies, torch.tensor([0.2, 0.5, 0.3]), atol=0.015, rtol=0)

@@ -108,3 +108,17 @@ def test_each_update_hands_off_exactly_its_own_gradient():
     for step, grads in enumerate(optimizer.seen):
         for seen, want in zip(grads, expected[step]):
             torch.testing.assert_close(seen, want, msg=f"update {step} saw the wrong gradient")
+
+
+def test_handed_off_gradients_have_the_shared_parameters_layout():
+    """Fused Adam assumes grad and parameter share a memory layout; a mismatch updates silently wrong."""
+    from a3c_torch.model import ActorCritic
+
+    local, shared = ActorCritic((42, 42), 6), ActorCritic((42, 42), 6)
+    shared.share_memory()
+    obs = torch.randint(0, 255, (2, 42, 42), dtype=torch.uint8)
+    logits, value, _ = local(obs, local.initial_state(2))
+    (logits.sum() + value.sum()).backward()
+    hand_off_gradients(local, shared)
+    for param in shared.parameters():
+        assert param.grad.stride() == param.stride() and param.grad.is_contiguous() == param.is_contiguous()
