@@ -110,8 +110,16 @@ def test_each_update_hands_off_exactly_its_own_gradient():
             torch.testing.assert_close(seen, want, msg=f"update {step} saw the wrong gradient")
 
 
+def test_shared_optimizers_use_the_per_parameter_loop():
+    """fused=True (and foreach) kernels were seen leaving transiently non-finite shared weights
+    under concurrent steps; the single-tensor loop updates each parameter in one in-place op."""
+    for cls in (SharedAdam, SharedRMSprop):
+        group = cls(small_model().parameters()).param_groups[0]
+        assert not group.get("fused") and group.get("foreach") is False
+
+
 def test_handed_off_gradients_have_the_shared_parameters_layout():
-    """Fused Adam assumes grad and parameter share a memory layout; a mismatch updates silently wrong."""
+    """Optimizer kernels assume grad and parameter share a memory layout."""
     from a3c_torch.model import ActorCritic
 
     local, shared = ActorCritic((42, 42), 6), ActorCritic((42, 42), 6)
