@@ -10,16 +10,21 @@ import sys  # noqa: E402
 
 
 def main(argv=None) -> int:
-    from a3c_torch.config import parse_args
+    from a3c_torch.config import parse_args, validate
     from a3c_torch.errors import UsageError
-    from a3c_torch.trainer import train
 
     cfg, explicit = parse_args(argv)
     try:
+        validate(cfg)  # flag mistakes are reported before the slow imports (torch, gymnasium, tensorboard)
+        from a3c_torch.trainer import train
+
         return train(cfg, explicit)
     except UsageError as exc:
         print(f"train.py: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C while starting up, before the trainer owns the signals
+        print("train.py: interrupted before training started", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

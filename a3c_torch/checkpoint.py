@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import pickle
-import zipfile
+import re
+import warnings
 from pathlib import Path
 
 import torch
@@ -18,10 +19,23 @@ from a3c_torch.errors import UsageError
 
 FORMAT_VERSION = 1
 REQUIRED_KEYS = ("format_version", "model", "optimizer", "global_step", "config")
+UNREADABLE = "not an a3c_torch checkpoint (unreadable: not a torch file, or truncated or corrupt)"
+
+
+class NonFiniteWeights(ValueError):
+    """The state to save holds NaN or inf: writing it would replace a good checkpoint with a dead one."""
+
+
+class CheckpointWriteFailed(OSError):
+    """The write failed (disk full, I/O error, ...); the previous checkpoint is untouched."""
 
 
 def save_checkpoint(path: str | os.PathLike, payload: dict) -> None:
+    """Write atomically: temp file, fsync, rename. Refuses non-finite model or optimizer state."""
     path = Path(path)
+    bad = non_finite_entries(payload.get("model", {})) + non_finite_entries(payload.get("optimizer", {}).get("state", {}), "optimizer.")
+    if bad:
+        raise NonFiniteWeights(f"{path.name} not written: non-finite values in {', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
@@ -30,10 +44,50 @@ def save_checkpoint(path: str | os.PathLike, payload: dict) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except Exception as exc:  # noqa: BLE001 - torch.save turns a full disk into a RuntimeError
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else _first_line(exc)
+        failure = CheckpointWriteFailed(f"{path.name} not written: {reason}")
+        failure.errno = getattr(exc, "errno", None)
+        raise failure from exc
     finally:
         if tmp.exists():
             tmp.unlink()
-    _fsync_dir(path.parent)
+
+
+def remove_stale_temp_files(folder: str | os.PathLike) -> None:
+    """Delete temp files of writes that a kill interrupted (the checkpoints themselves are whole)."""
+    for stale in Path(folder).glob(".*.pt.tmp-*"):
+        stale.unlink(missing_ok=True)
+
+
+def non_finite_entries(state, prefix: str = "") -> list[str]:
+    """Names of the floating-point tensors in a (nested) state dict that hold NaN or inf."""
+    if isinstance(state, dict):
+        return [name for key, value in state.items() for name in non_finite_entries(value, f"{prefix}{key}.")]
+    if torch.is_tensor(state) and state.is_floating_point() and not all_finite(state):
+        return [prefix.rstrip(".")]
+    return []
+
+
+def snapshot(state):
+    """A copy of a (nested) state dict's tensors, taken once, so checks and the saved file agree."""
+    if isinstance(state, dict):
+        return {key: snapshot(value) for key, value in state.items()}
+    if isinstance(state, list):
+        return [snapshot(value) for value in state]
+    return state.detach().clone() if torch.is_tensor(state) else state
+
+
+def all_finite(tensor: torch.Tensor) -> bool:
+    """Checked on a copy: isfinite reads each element twice (x == x), so on a tensor that another
+    process is writing (Hogwild) it can report NaN where there is none."""
+    return bool(torch.isfinite(tensor.detach().clone()).all())
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -52,13 +106,19 @@ def load_checkpoint(path: str | os.PathLike) -> dict:
     if path.is_dir():
         raise UsageError(f"{path}: is a directory, expected a checkpoint file")
     try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch warns about odd pickle protocols: the error says enough
+            warnings.simplefilter("ignore")
+            data = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
-        reason = str(exc).strip().splitlines()[0] if "Weights only load failed" not in str(exc) else "it holds objects other than tensors and plain values (refused: loading it could run code)"
-        raise UsageError(f"{path}: not an a3c_torch checkpoint: {reason}") from None
-    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UsageError(f"{path}: unreadable checkpoint (truncated or corrupt?): {first}") from None
+        blocked = re.search(r"unsupported GLOBAL (\S+)|Unsupported global: GLOBAL (\S+)", str(exc))
+        if blocked:  # the file names a callable: unpickling it could run code
+            name = blocked.group(1) or blocked.group(2)
+            raise UsageError(f"{path}: not an a3c_torch checkpoint: it references {name} (refused: loading it could run code)") from None
+        raise UsageError(f"{path}: {UNREADABLE}") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    except Exception:  # noqa: BLE001 - garbage makes torch.load raise anything (KeyError, IndexError, ...)
+        raise UsageError(f"{path}: {UNREADABLE}") from None
     if not isinstance(data, dict) or any(key not in data for key in REQUIRED_KEYS):
         raise UsageError(f"{path}: not an a3c_torch checkpoint (missing {', '.join(k for k in REQUIRED_KEYS if not isinstance(data, dict) or k not in data)})")
     if data["format_version"] != FORMAT_VERSION:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import sys
 from dataclasses import dataclass, field
@@ -82,16 +83,19 @@ def validate(cfg: Config) -> None:
     for name in positive_floats:
         if not getattr(cfg, name) > 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive, got {getattr(cfg, name)}")
-    if cfg.lr is not None and not cfg.lr > 0:
-        raise UsageError(f"--lr must be positive, got {cfg.lr}")
+    if cfg.lr is not None and not 0 < cfg.lr < math.inf:
+        raise UsageError(f"--lr must be positive and finite, got {cfg.lr}")
+    if not 0 <= cfg.seed < 2**31:  # NumPy seeds are unsigned 32-bit; workers add their rank
+        raise UsageError(f"--seed must be in [0, 2**31), got {cfg.seed}")
     if not 0 <= cfg.gamma <= 1:
         raise UsageError(f"--gamma must be in [0, 1], got {cfg.gamma}")
     if not 0 <= cfg.gae_lambda <= 1:
         raise UsageError(f"--gae-lambda must be in [0, 1], got {cfg.gae_lambda}")
     if not 0 <= cfg.repeat_action_probability < 1:
         raise UsageError(f"--repeat-action-probability must be in [0, 1), got {cfg.repeat_action_probability}")
-    if cfg.entropy_coef < 0 or cfg.value_loss_coef < 0:
-        raise UsageError("--entropy-coef and --value-loss-coef must not be negative")
+    for name in ("entropy_coef", "value_loss_coef"):
+        if not 0 <= getattr(cfg, name) < math.inf:  # written so that NaN fails too
+            raise UsageError(f"--{name.replace('_', '-')} must be a finite number >= 0, got {getattr(cfg, name)}")
     if "/" in cfg.exp_name or not cfg.exp_name:
         raise UsageError(f"--exp-name must be a non-empty name without '/', got {cfg.exp_name!r}")
 

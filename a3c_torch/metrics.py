@@ -83,6 +83,10 @@ class Metrics:
             self._last_log = now
             print(f"step {global_step:,}/{self.max_steps:,}  {sps:.0f} steps/s  episodes {self.episodes}  mean return (last 100) {mean_return:.2f}", flush=True)
 
+    def flush(self) -> None:
+        """Put the buffered events on disk (SummaryWriter holds them up to 2 minutes)."""
+        self.writer.flush()
+
     def close(self, global_step: int) -> None:
         if self.interactive:
             self.bar.update(global_step - self.bar.n)

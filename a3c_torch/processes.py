@@ -2,8 +2,11 @@
 
 Children leave shutdown to the main process: they ignore SIGINT (a Ctrl-C in the terminal reaches
 the whole process group) and watch the stop Event instead. If the trainer is killed outright, a
-parent-death signal (Linux) and a parent-pid check in their loops end them, so no orphan keeps
-burning CPU.
+parent-death signal (Linux, SIGKILL) and a parent-pid check in their loops end them, so no orphan
+keeps burning CPU.
+
+Each child also names itself (`a3c-worker-0`, `a3c-evaluator`) so `ps`, `top` and
+benchmarks/soak.py can tell the processes apart.
 """
 
 from __future__ import annotations
@@ -17,16 +20,26 @@ import traceback
 import torch
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_NAME = 15
+
+
+def _prctl(option: int, value) -> None:
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(option, value)
+        except OSError:
+            pass  # no libc by that name: the parent-pid check still applies
+
+
+def set_process_name(name: str) -> None:
+    """The name `ps -o comm` and /proc/<pid>/comm show (Linux keeps 15 bytes)."""
+    _prctl(_PR_SET_NAME, ("a3c-" + name.replace(" ", "-")).encode()[:15])
 
 
 def setup_child(parent_pid: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL("libc.so.6", use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-        except OSError:
-            pass  # no libc by that name: the parent-pid check still applies
+    # SIGKILL: an orphan has nobody to report to, and must not linger in a handler or a flush.
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent_pid:  # the parent died before the signal was armed
         sys.exit(1)
     # N workers on N cores: more than one intra-op thread each only makes them fight.
@@ -39,12 +52,20 @@ def parent_alive(parent_pid: int) -> bool:
 
 def run_child(name: str, stats_queue, body, *args) -> None:
     """Run `body(*args)`; on any exception send its traceback to the trainer and exit 1."""
+    set_process_name(name)
+    parent_pid = os.getppid()
     try:
         body(*args)
     except BaseException as exc:  # noqa: BLE001 - report everything, then die non-zero
         if isinstance(exc, SystemExit) and not exc.code:
             raise
         stats_queue.put(("error", name, traceback.format_exc()))
-        stats_queue.close()
-        stats_queue.join_thread()
+        if parent_alive(parent_pid):
+            stats_queue.close()
+            stats_queue.join_thread()  # the traceback must be in the pipe before we exit
         sys.exit(1)
+    finally:
+        if not parent_alive(parent_pid):
+            # Nobody reads the queue any more: flushing it at exit could block forever.
+            stats_queue.cancel_join_thread()
+

@@ -13,10 +13,11 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import gymnasium as gym
 import torch
 import torch.multiprocessing as mp
 
-from a3c_torch.checkpoint import load_checkpoint, resolve_checkpoint, save_checkpoint
+from a3c_torch.checkpoint import NonFiniteWeights, all_finite, load_checkpoint, remove_stale_temp_files, resolve_checkpoint, save_checkpoint, snapshot
 from a3c_torch.config import IDENTITY_FIELDS, Config, validate
 from a3c_torch.envs import EnvSettings, probe_spaces
 from a3c_torch.errors import UsageError
@@ -25,9 +26,13 @@ from a3c_torch.metrics import Metrics
 from a3c_torch.model import ActorCritic
 from a3c_torch.optim import make_optimizer
 from a3c_torch.worker import worker_main
+from a3c_torch.worker_state import unpack, worker_seed
 
 JOIN_TIMEOUT_S = 5.0
 EXIT_OK, EXIT_FAILED, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 130, 143
+HEALTH_CHECK_INTERVAL_S = 1.0
+DIVERGED = ("training", "the shared model's weights are no longer finite (NaN or inf): the run diverged; try a lower --lr. "
+            "Checkpoints are only written with finite weights, so latest.pt (if any) holds the last good ones.")
 
 
 def run_dir_name(cfg: Config) -> str:
@@ -36,6 +41,7 @@ def run_dir_name(cfg: Config) -> str:
 
 
 def create_run_dir(cfg: Config) -> Path:
+    """A new run directory with its config.json; any failure (unwritable, disk full) is a UsageError."""
     runs = Path(cfg.runs_dir)
     try:
         runs.mkdir(parents=True, exist_ok=True)
@@ -45,9 +51,19 @@ def create_run_dir(cfg: Config) -> Path:
             suffix += 1
             run_dir = base.with_name(f"{base.name}-{suffix}")
         (run_dir / "checkpoints").mkdir(parents=True)
+        (run_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
     except OSError as exc:
         raise UsageError(f"--runs-dir {cfg.runs_dir}: cannot create a run directory there ({exc.strerror})") from None
     return run_dir
+
+
+def probe_env(cfg: Config) -> tuple[tuple[int, ...], int]:
+    """Observation shape and action count; an env that cannot be made here is a user error."""
+    try:
+        return probe_spaces(EnvSettings.from_config(cfg))
+    except (gym.error.Error, ImportError) as exc:  # e.g. Box2D envs without box2d installed
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"--env-id {cfg.env_id}: cannot be made here: {reason}") from None
 
 
 def ensure_writable(folder: Path) -> None:
@@ -81,19 +97,22 @@ class Trainer:
         if cfg.resume:
             cfg, checkpoint, self.run_dir = config_for_resume(cfg, explicit)
             ensure_writable(self.run_dir / "checkpoints")
+            remove_stale_temp_files(self.run_dir / "checkpoints")  # left by a kill during a write
         if cfg.lr is None:
             cfg.lr = cfg.learning_rate
         self.cfg = cfg
         self.eval_device = resolve_device(cfg.eval_device) if cfg.evaluator else None
-        obs_shape, num_actions = probe_spaces(EnvSettings.from_config(cfg))
+        obs_shape, num_actions = probe_env(cfg)
+        torch.manual_seed(cfg.seed)  # the initial weights, so that one-worker runs are reproducible
         self.model = ActorCritic(obs_shape, num_actions, cfg.hidden_size)
         self.optimizer = make_optimizer(cfg.optimizer, self.model.parameters(), cfg.lr)
         self.start_step, self.best_eval, self.previous_wall_time = 0, None, 0.0
+        # Workers' RNG/env/LSTM states: read from the checkpoint, and collected when they stop.
+        self.saved_worker_states, self.final_worker_states = {}, {}
         if checkpoint is not None:
             self._restore(checkpoint)
         else:
             self.run_dir = create_run_dir(cfg)
-            (self.run_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
         # Shared after loading: load_state_dict may replace tensors with private ones.
         self.model.share_memory()
         self.optimizer.share_memory()
@@ -108,51 +127,81 @@ class Trainer:
         self.start_step = int(checkpoint["global_step"])
         self.best_eval = checkpoint.get("best_eval_return")
         self.previous_wall_time = float(checkpoint.get("wall_time", 0.0))
+        self.saved_worker_states = dict(checkpoint.get("worker_states") or {})
 
     # --- checkpoints ---
-    def save(self, name: str, global_step: int, model_state=None) -> None:
+    def save(self, name: str, global_step: int, model_state=None, worker_states=None) -> bool:
+        """Write a checkpoint; on failure warn and keep the previous one. True if written."""
         payload = {
             "model": model_state if model_state is not None else {k: v.clone() for k, v in self.model.state_dict().items()},
-            "optimizer": self.optimizer.state_dict(),
+            "optimizer": snapshot(self.optimizer.state_dict()),  # workers keep stepping it meanwhile
             "global_step": int(global_step),
             "config": self.cfg.to_dict(),
             "best_eval_return": self.best_eval,
             "wall_time": self.previous_wall_time + (time.monotonic() - self.started),
         }
+        if worker_states:  # only at the end: mid-run states would not match the weights
+            payload["worker_states"] = worker_states
         try:
             save_checkpoint(self.run_dir / "checkpoints" / name, payload)
-        except OSError as exc:
-            # Disk full and friends: the previous checkpoint is untouched; say so and go on.
-            print(f"warning: could not write {name} ({exc.strerror or exc}); the previous checkpoint is kept", file=sys.stderr, flush=True)
+            return True
+        except (OSError, NonFiniteWeights) as exc:
+            # Disk full, NaN weights: the previous checkpoint is untouched; say so and go on.
+            print(f"warning: {exc}; the previous {name} is kept", file=sys.stderr, flush=True)
+            return False
+
+    def _model_is_finite(self) -> bool:
+        return all(all_finite(p) for p in self.model.parameters())
 
     # --- signals ---
     def _on_signal(self, signum, frame):
         if self.stop_signal is not None and signum == signal.SIGINT:
             print("\nsecond Ctrl-C: exiting now without a final checkpoint", file=sys.stderr, flush=True)
+            for process in self.processes.values():
+                if process.pid is not None and process.exitcode is None:
+                    os.kill(process.pid, signal.SIGKILL)  # they would die with us anyway (parent-death signal)
             os._exit(EXIT_SIGINT)
         self.stop_signal = signum
         print(f"\n{signal.Signals(signum).name}: stopping workers and writing a final checkpoint (Ctrl-C again to exit at once)", file=sys.stderr, flush=True)
 
     # --- the run ---
     def run(self) -> int:
+        self.processes = {}
+        # Installed for the whole run (final checkpoint included), so a second Ctrl-C always works.
+        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            return self._run()
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+    def _create_processes(self) -> None:
         cfg = self.cfg
         ctx = mp.get_context(cfg.start_method)
         self.global_steps = ctx.Value("q", self.start_step)
         self.stop_event = ctx.Event()
         self.stats = ctx.Queue()
         parent_pid = os.getpid()
-        self.processes = {}
         for rank in range(cfg.num_processes):
-            args = (rank, cfg, self.model, self.optimizer, self.global_steps, self.stop_event, self.stats, parent_pid)
+            start = (worker_seed(cfg.seed, rank, self.start_step), self.saved_worker_states.get(rank))
+            args = (rank, cfg, self.model, self.optimizer, self.global_steps, self.stop_event, self.stats, parent_pid, *start)
             self.processes[f"worker {rank}"] = ctx.Process(target=worker_main, args=args, name=f"a3c-worker-{rank}", daemon=True)
         if cfg.evaluator:
             args = (cfg, self.model, self.global_steps, self.stop_event, self.stats, parent_pid, str(self.eval_device), self.best_eval)
             self.processes["evaluator"] = ctx.Process(target=evaluator_main, args=args, name="a3c-evaluator", daemon=True)
 
-        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    def _run(self) -> int:
+        cfg = self.cfg
+        self._create_processes()
         self.started = time.monotonic()
-        self.metrics = Metrics(self.run_dir, cfg.to_dict(), self.start_step, cfg.max_steps, cfg.lr, cfg.log_interval, resumed=cfg.resume is not None)
+        try:
+            self.metrics = Metrics(self.run_dir, cfg.to_dict(), self.start_step, cfg.max_steps, cfg.lr, cfg.log_interval, resumed=cfg.resume is not None)
+        except OSError as exc:
+            raise UsageError(f"{self.run_dir}: cannot write TensorBoard events there ({exc.strerror or exc})") from None
         print(f"run directory: {self.run_dir}", flush=True)
+        if cfg.resume:
+            exact = sorted(rank for rank in self.saved_worker_states if rank < cfg.num_processes)
+            print(f"resuming at step {self.start_step:,}; workers continuing from their saved state: {exact or 'none (new seeds)'}", flush=True)
         print(f"training {cfg.env_id} with {cfg.num_processes} worker processes" + (f" and an evaluator on {self.eval_device}" if cfg.evaluator else "") + f", up to {cfg.max_steps:,} steps", flush=True)
         failure = None
         try:
@@ -160,35 +209,46 @@ class Trainer:
                 process.start()
             failure = self._watch()
         finally:
+            # Also after an unexpected error in the trainer itself: stop the children, keep the work.
             self._shutdown()
-            for s, handler in previous.items():
-                signal.signal(s, handler)
-        step = self.global_steps.value
-        self.save("latest.pt", step)
-        self.metrics.close(step)
+            step = self.global_steps.value
+            saved = self.save("latest.pt", step, worker_states=self.final_worker_states)
+            self.metrics.close(step)
+        if not self._model_is_finite():
+            failure = DIVERGED if failure is None else (failure[0], f"{failure[1]}\n{DIVERGED[1]}")
+        return self._report(failure, step, saved)
+
+    def _report(self, failure, step: int, saved: bool) -> int:
+        checkpoints = self.run_dir / "checkpoints"
         if failure:
             name, detail = failure
-            print(f"error: {name} failed; the run stopped at step {step:,} and its checkpoint is in {self.run_dir / 'checkpoints'}\n{detail}", file=sys.stderr, flush=True)
+            kept = f"its checkpoint is in {checkpoints}" if saved else f"the last good checkpoint (if any) is in {checkpoints}"
+            print(f"error: {name} failed; the run stopped at step {step:,} and {kept}\n{detail}", file=sys.stderr, flush=True)
             return EXIT_FAILED
         if self.stop_signal is not None:
             print(f"stopped at step {step:,}; resume with: python train.py --resume {self.run_dir}", flush=True)
             return EXIT_SIGINT if self.stop_signal == signal.SIGINT else EXIT_SIGTERM
-        print(f"done: {step:,} steps; checkpoints in {self.run_dir / 'checkpoints'}", flush=True)
+        print(f"done: {step:,} steps; checkpoints in {checkpoints}", flush=True)
         return EXIT_OK
 
     def _watch(self):
         """Feed metrics and write checkpoints until done, stopped, or a child fails."""
         next_checkpoint = time.monotonic() + self.cfg.checkpoint_interval
+        next_health_check = time.monotonic() + HEALTH_CHECK_INTERVAL_S
         while True:
             failure = self._drain(timeout=0.2)
             step = self.global_steps.value
             self.metrics.tick(step)
             failure = failure or self._dead_child()
+            if not failure and time.monotonic() >= next_health_check:
+                next_health_check = time.monotonic() + HEALTH_CHECK_INTERVAL_S
+                failure = None if self._model_is_finite() else DIVERGED
             if failure or self.stop_signal is not None or step >= self.cfg.max_steps:
                 return failure
             if not any(p.is_alive() for name, p in self.processes.items() if name.startswith("worker")):
                 return None  # every worker finished on its own
             if time.monotonic() >= next_checkpoint:
+                self.metrics.flush()  # after a kill -9, the curves then reach the checkpoint too
                 self.save("latest.pt", step)
                 next_checkpoint = time.monotonic() + self.cfg.checkpoint_interval
 
@@ -201,8 +261,13 @@ class Trainer:
                 message = self.stats.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 return failure
+            except Exception as exc:  # noqa: BLE001 - e.g. tensors from a child that has exited since
+                print(f"warning: lost a message from a child process ({type(exc).__name__}: {exc})", file=sys.stderr, flush=True)
+                continue
             if message[0] == "error":
                 failure = failure or (message[1], message[2])
+            elif message[0] == "worker_state":
+                self.final_worker_states[message[1]] = unpack(message[2])
             elif message[0] == "eval":
                 self._on_eval(message)
             else:
@@ -242,7 +307,7 @@ class Trainer:
             if process.is_alive():
                 process.kill()
                 process.join()
-        self._drain(timeout=0.0)
+        self._drain(timeout=0.1)  # what the children flushed just before exiting (worker states)
 
 
 def train(cfg: Config, explicit: set[str] = frozenset()) -> int:

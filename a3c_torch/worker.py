@@ -20,10 +20,12 @@ import numpy as np
 import torch
 
 from a3c_torch.envs import EnvSettings, make_env
+from a3c_torch.faults import FaultPlan
 from a3c_torch.losses import LossTerms, a3c_loss, gae, next_state_values
 from a3c_torch.model import ActorCritic, State, sample_action
 from a3c_torch.optim import hand_off_gradients
 from a3c_torch.processes import parent_alive, run_child, setup_child
+from a3c_torch.worker_state import capture_worker, pack, restore_worker
 
 # Losses are averaged over this many updates before they go on the stats queue.
 UPDATES_PER_REPORT = 10
@@ -123,24 +125,30 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def worker_main(rank, cfg, shared_model, optimizer, global_steps, stop_event, stats_queue, parent_pid):
-    """Process entry point (spawned): report any crash to the trainer, then exit non-zero."""
-    run_child(f"worker {rank}", stats_queue, _work, rank, cfg, shared_model, optimizer, global_steps, stop_event, stats_queue, parent_pid)
+def worker_main(rank, cfg, shared_model, optimizer, global_steps, stop_event, stats_queue, parent_pid, seed=None, saved_state=None):
+    """Process entry point (spawned): report any crash to the trainer, then exit non-zero.
+
+    `saved_state` (from the checkpoint, see worker_state.py) continues the worker exactly.
+    """
+    run_child(f"worker {rank}", stats_queue, _work, rank, cfg, shared_model, optimizer, global_steps, stop_event, stats_queue, parent_pid, seed, saved_state)
 
 
-def _work(rank, cfg, shared_model, optimizer, global_steps, stop_event, stats_queue, parent_pid):
+def _work(rank, cfg, shared_model, optimizer, global_steps, stop_event, stats_queue, parent_pid, seed, saved_state):
     setup_child(parent_pid)
-    seed = cfg.seed + rank
+    seed = cfg.seed + rank if seed is None else seed
     seed_everything(seed)
     env = make_env(EnvSettings.from_config(cfg), seed=seed, train=True)
     local_model = ActorCritic(shared_model.obs_shape, shared_model.policy.out_features, shared_model.hidden_size)
     collector = RolloutCollector(env, local_model, seed)
+    if saved_state is not None:
+        restore_worker(saved_state, env, collector)
+    faults = FaultPlan.for_worker(rank)  # A3C_TORCH_FAULT, for the reliability tests only
     sums, updates, skipped, consecutive_skips = np.zeros(4), 0, 0, 0
     while not stop_event.is_set() and global_steps.value < cfg.max_steps and parent_alive(parent_pid):
         local_model.load_state_dict(shared_model.state_dict())
         rollout = collector.collect(local_model, cfg.num_steps)
         terms = rollout_loss(local_model, rollout, cfg.gamma, cfg.gae_lambda, cfg.value_loss_coef, cfg.entropy_coef)
-        applied, grad_norm = apply_update(local_model, shared_model, optimizer, terms.total, cfg.max_grad_norm)
+        applied, grad_norm = apply_update(local_model, shared_model, optimizer, faults.on_update(terms.total, shared_model), cfg.max_grad_norm)
         if applied:
             consecutive_skips = 0
         else:
@@ -159,4 +167,6 @@ def _work(rank, cfg, shared_model, optimizer, global_steps, stop_event, stats_qu
         if updates == UPDATES_PER_REPORT:
             stats_queue.put(("losses", step, *(sums / updates), skipped))
             sums, updates, skipped = np.zeros(4), 0, 0
+    if parent_alive(parent_pid):  # stopped at a rollout boundary: the trainer checkpoints this
+        stats_queue.put(("worker_state", rank, pack(capture_worker(env, collector))))
     env.close()

@@ -1,0 +1,313 @@
+"""Reliability: each promise of issue 5, proven by injecting its fault into a real run of train.py.
+
+Faults come from outside (signals, SIGKILL) or from A3C_TORCH_FAULT (a3c_torch/faults.py), which
+only workers read. Every run carries a unique environment tag, so "no orphan processes" is checked
+by looking for any live process with that tag, whoever its parent is now. Waits are generous (a
+loaded 2-core machine starts processes slowly); the promised bounds are asserted as promised.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import torch
+
+from a3c_torch.checkpoint import non_finite_entries, save_checkpoint
+from a3c_torch.faults import FAULT_ENV_VAR, FaultPlan, InjectedFault
+from helpers import REPO, alive, children_of, load, only_run_dir, run_command, scalar_tags, wait_for
+
+TAG_VAR = "A3C_TORCH_TEST_TAG"
+CARTPOLE = ("--env-id", "CartPole-v1")
+STARTUP_S = 120  # spawning and importing torch can take a while on a loaded machine
+
+
+class Training:
+    """train.py in its own session, its output collected as it comes, its processes tagged."""
+
+    def __init__(self, runs_dir: Path, *args, fault: str | None = None):
+        self.tag = uuid.uuid4().hex
+        env = {**os.environ, TAG_VAR: self.tag}
+        env.pop(FAULT_ENV_VAR, None)
+        if fault:
+            env[FAULT_ENV_VAR] = fault
+        command = [sys.executable, str(REPO / "train.py"), "--runs-dir", str(runs_dir), *map(str, args)]
+        self.process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        self.pid = self.process.pid
+        self.out, self.err = [], []
+        self.readers = [threading.Thread(target=self._read, args=(stream, lines), daemon=True) for stream, lines in ((self.process.stdout, self.out), (self.process.stderr, self.err))]
+        for reader in self.readers:
+            reader.start()
+
+    @staticmethod
+    def _read(stream, lines):
+        for line in stream:
+            lines.append(line)
+
+    @property
+    def stdout(self) -> str:
+        return "".join(self.out)
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.err)
+
+    def said(self, text: str) -> bool:
+        return text in self.stderr or text in self.stdout
+
+    def wait(self, timeout: float = 120) -> int:
+        code = self.process.wait(timeout=timeout)
+        for reader in self.readers:
+            reader.join(timeout=10)
+        return code
+
+    def tagged_processes(self) -> list[int]:
+        """Live processes (zombies excluded) started by this run: the trainer and its descendants."""
+        found = []
+        for environ in Path("/proc").glob("[0-9]*/environ"):
+            try:
+                if f"{TAG_VAR}={self.tag}".encode() in environ.read_bytes().split(b"\0"):
+                    found.append(int(environ.parent.name))
+            except OSError:
+                continue
+        return [pid for pid in found if alive(pid)]
+
+    def kill_everything(self) -> None:
+        """Cleanup after a failed assertion: only this run's own processes."""
+        for pid in self.tagged_processes():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.process.wait(timeout=30)
+
+
+def checkpointed_step(runs_dir: Path) -> int:
+    for path in runs_dir.glob("*/checkpoints/latest.pt"):
+        try:
+            return load(path)["global_step"]
+        except Exception:  # noqa: BLE001 - being replaced at this moment
+            return 0
+    return 0
+
+
+def latest(runs_dir: Path) -> dict:
+    return load(only_run_dir(runs_dir) / "checkpoints" / "latest.pt")
+
+
+def no_orphans(run: Training, within: float) -> bool:
+    return wait_for(lambda: not run.tagged_processes(), within)
+
+
+# --- unit: the fault hook itself ----------------------------------------------------------------
+def test_fault_specs_are_parsed_strictly_and_target_one_rank():
+    assert FaultPlan.for_worker(0, "").kind is None
+    assert FaultPlan.for_worker(1, "worker_raise:3:0").kind is None
+    plan = FaultPlan.for_worker(0, "worker_raise:3:0")
+    model = torch.nn.Linear(2, 2)
+    loss = torch.tensor(1.0)
+    assert plan.on_update(loss, model) is loss and plan.on_update(loss, model) is loss
+    with pytest.raises(InjectedFault):
+        plan.on_update(loss, model)
+    assert torch.isnan(FaultPlan.for_worker(4, "worker_nan_loss:1").on_update(loss, model))
+    FaultPlan.for_worker(0, "worker_nan_weights:1").on_update(loss, model)
+    assert torch.isnan(model.weight).all()
+    for bad in ("worker_raise", "explode:3", "worker_raise:x", "worker_raise:1:2:3"):
+        with pytest.raises(ValueError, match=FAULT_ENV_VAR):
+            FaultPlan.for_worker(0, bad)
+
+
+
+# --- 1. kill -9 of the trainer ------------------------------------------------------------------
+@pytest.mark.slow
+def test_a_killed_trainer_leaves_no_orphans_and_its_run_resumes(tmp_path):
+    run = Training(tmp_path, *CARTPOLE, "--num-processes", 2, "--max-steps", 10**8, "--eval-interval", 1, "--eval-episodes", 2, "--eval-device", "cpu", "--checkpoint-interval", 1)
+    try:
+        assert wait_for(lambda: checkpointed_step(tmp_path) > 0 and len(children_of(run.pid)) == 3, STARTUP_S), run.stderr
+        time.sleep(1.5)  # TensorBoard events past the last checkpoint: the resume must drop them
+        children = children_of(run.pid)
+        os.kill(run.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        assert wait_for(lambda: not any(alive(pid) for pid in children), 30, interval=0.05)
+        assert time.monotonic() - killed < 5, "workers and evaluator exit within seconds of the trainer's death"
+        assert no_orphans(run, 10)
+    finally:
+        run.kill_everything()
+    run_dir = only_run_dir(tmp_path)
+    before = latest(tmp_path)  # whole and loadable, whenever the kill came
+    step = before["global_step"]
+    assert step > 0
+
+    result = run_command("train.py", "--resume", run_dir, "--max-steps", step + 500, "--no-evaluator", timeout=240)
+    assert result.returncode == 0, result.stderr
+    after = latest(tmp_path)
+    assert after["global_step"] >= step + 500
+    assert all(a["step"] > b["step"] for a, b in zip(after["optimizer"]["state"].values(), before["optimizer"]["state"].values())), "optimizer state carried on"
+    assert not list((run_dir / "checkpoints").glob(".*tmp*")), "no temp file left behind"
+    sps_steps = [event.step for event in scalar_tags(run_dir)["charts/SPS"]]
+    assert sps_steps == sorted(sps_steps), "the curves continue from the checkpoint instead of doubling back"
+    assert sps_steps[0] < step < sps_steps[-1]
+
+
+# --- 2. exact resume ------------------------------------------------------------------------------
+def run_side_by_side(*commands) -> None:
+    """Independent one-worker runs at the same time (they share nothing), all must succeed."""
+    processes = [subprocess.Popen([sys.executable, str(REPO / script), *map(str, args)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for script, *args in commands]
+    for process in processes:
+        _, err = process.communicate(timeout=240)
+        assert process.returncode == 0, err
+
+
+@pytest.mark.slow
+def test_one_worker_resumed_at_a_rollout_boundary_matches_an_uninterrupted_run_bit_for_bit(tmp_path):
+    common = (*CARTPOLE, "--num-processes", 1, "--no-evaluator", "--seed", 5, "--num-steps", 20)
+    run_side_by_side(("train.py", *common, "--max-steps", 1000, "--runs-dir", tmp_path / "one_go"), ("train.py", *common, "--max-steps", 500, "--runs-dir", tmp_path / "split"))
+    split_dir = only_run_dir(tmp_path / "split")
+    # The control: the same checkpoint without the worker states cannot continue exactly.
+    control_dir = tmp_path / "control" / split_dir.name
+    shutil.copytree(split_dir, control_dir)
+    stripped = load(control_dir / "checkpoints" / "latest.pt")
+    assert set(stripped.pop("worker_states")) == {0}
+    save_checkpoint(control_dir / "checkpoints" / "latest.pt", stripped)
+
+    run_side_by_side(*(("train.py", "--resume", run_dir, "--max-steps", 1000) for run_dir in (split_dir, control_dir)))
+    expected, resumed, control = (load(d / "checkpoints" / "latest.pt") for d in (only_run_dir(tmp_path / "one_go"), split_dir, control_dir))
+    assert expected["global_step"] == resumed["global_step"] == 1000
+    assert all(torch.equal(expected["model"][k], resumed["model"][k]) for k in expected["model"]), "bit-exact weights"
+    for a, b in zip(expected["optimizer"]["state"].values(), resumed["optimizer"]["state"].values()):
+        assert all(torch.equal(a[k], b[k]) for k in a), "bit-exact optimizer state"
+    assert not all(torch.equal(expected["model"][k], control["model"][k]) for k in expected["model"])
+
+
+# --- 3. a worker dies -------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_a_worker_that_raises_stops_the_run_with_its_traceback(tmp_path):
+    run = Training(tmp_path, *CARTPOLE, "--num-processes", 2, "--max-steps", 10**8, "--eval-interval", 1, "--eval-episodes", 1, "--eval-device", "cpu", "--checkpoint-interval", 1000, fault="worker_raise:30:1")
+    try:
+        assert wait_for(lambda: run.said("worker_raise at update 30"), STARTUP_S), run.stderr
+        raised = time.monotonic()
+        code = run.wait(timeout=60)
+        assert time.monotonic() - raised < 10, "noticed, stopped and checkpointed within seconds"
+        assert no_orphans(run, 10)
+    finally:
+        run.kill_everything()
+    assert code == 1
+    assert "error: worker 1 failed" in run.stderr and "Traceback (most recent call last)" in run.stderr
+    assert "InjectedFault: A3C_TORCH_FAULT: injected crash at update 30" in run.stderr
+    assert latest(tmp_path)["global_step"] > 0
+
+
+# --- 4. SIGTERM and SIGINT --------------------------------------------------------------------------
+@pytest.mark.slow
+def test_sigterm_stops_within_10_s_with_a_checkpoint_even_with_a_hung_worker(tmp_path):
+    run = Training(tmp_path, *CARTPOLE, "--num-processes", 2, "--max-steps", 10**8, "--no-evaluator", "--checkpoint-interval", 1000, fault="worker_hang:10:0")
+    try:
+        assert wait_for(lambda: run.said("worker_hang at update 10"), STARTUP_S), run.stderr
+        time.sleep(1)
+        os.kill(run.pid, signal.SIGTERM)
+        signalled = time.monotonic()
+        code = run.wait(timeout=60)
+        assert time.monotonic() - signalled < 10, "bounded stop, a hung worker included"
+        assert no_orphans(run, 10)
+    finally:
+        run.kill_everything()
+    assert code == 143, run.stderr
+    assert "SIGTERM: stopping workers" in run.stderr and "--resume" in run.stdout
+    assert latest(tmp_path)["global_step"] > 0
+
+
+@pytest.mark.slow
+def test_a_second_ctrl_c_exits_at_once(tmp_path):
+    run = Training(tmp_path, *CARTPOLE, "--num-processes", 2, "--max-steps", 10**8, "--no-evaluator", fault="worker_hang:10:0")
+    try:
+        assert wait_for(lambda: run.said("worker_hang at update 10"), STARTUP_S), run.stderr
+        os.kill(run.pid, signal.SIGINT)
+        # The first stop waits for the hung worker (5 s); the second Ctrl-C must not.
+        assert wait_for(lambda: run.said("SIGINT: stopping workers"), 30, interval=0.05)
+        os.kill(run.pid, signal.SIGINT)
+        second = time.monotonic()
+        code = run.wait(timeout=60)
+        assert time.monotonic() - second < 3
+        assert no_orphans(run, 10)
+    finally:
+        run.kill_everything()
+    assert code == 130
+    assert "second Ctrl-C: exiting now" in run.stderr and "stopped at step" not in run.stdout
+
+
+# --- 5. non-finite losses and weights ---------------------------------------------------------------
+@pytest.mark.slow
+def test_nan_losses_are_skipped_counted_and_stop_the_run_without_nan_weights(tmp_path):
+    run = Training(tmp_path, *CARTPOLE, "--num-processes", 1, "--max-steps", 10**8, "--no-evaluator", "--checkpoint-interval", 1, fault="worker_nan_loss:20")
+    try:
+        code = run.wait(timeout=STARTUP_S)
+    finally:
+        run.kill_everything()
+    assert code == 1
+    assert "50 updates in a row had a non-finite loss or gradient; the run has diverged (try a lower --lr)" in run.stderr
+    skipped = scalar_tags(only_run_dir(tmp_path))["losses/skipped_updates"]
+    assert max(event.value for event in skipped) >= 40
+    final = latest(tmp_path)
+    assert non_finite_entries(final["model"]) == [] and non_finite_entries(final["optimizer"]["state"]) == []
+
+
+@pytest.mark.slow
+def test_nan_weights_stop_the_run_and_never_reach_a_checkpoint(tmp_path):
+    run = Training(tmp_path, *CARTPOLE, "--num-processes", 1, "--max-steps", 10**8, "--no-evaluator", "--checkpoint-interval", 1, fault="worker_nan_weights:100")
+    try:
+        code = run.wait(timeout=STARTUP_S)
+    finally:
+        run.kill_everything()
+    assert code == 1
+    assert "weights are no longer finite" in run.stderr and "the previous latest.pt is kept" in run.stderr
+    final = latest(tmp_path)
+    assert 0 < final["global_step"] < 100 * 20
+    assert non_finite_entries(final["model"]) == []
+
+
+# --- security: no network listener ------------------------------------------------------------------
+def inet_socket_inodes() -> set[str]:
+    inodes = set()
+    for table in ("tcp", "tcp6", "udp", "udp6", "raw", "raw6"):
+        try:
+            rows = Path(f"/proc/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        inodes |= {row.split()[9] for row in rows if len(row.split()) > 9}
+    return inodes
+
+
+def socket_inodes(pid: int) -> set[str]:
+    found = set()
+    for fd in Path(f"/proc/{pid}/fd").glob("*"):
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            found.add(target[len("socket:["):-1])
+    return found
+
+
+@pytest.mark.slow
+def test_training_opens_no_network_socket(tmp_path):
+    run = Training(tmp_path, *CARTPOLE, "--num-processes", 2, "--max-steps", 10**8, "--eval-interval", 1, "--eval-episodes", 2, "--eval-device", "cpu", "--checkpoint-interval", 1)
+    try:
+        assert wait_for(lambda: checkpointed_step(tmp_path) > 0 and len(children_of(run.pid)) == 3, STARTUP_S), run.stderr
+        assert wait_for(lambda: "eval/episodic_return" in scalar_tags(only_run_dir(tmp_path)), 60)  # the evaluator has sent weights
+        processes = run.tagged_processes()
+        sockets = set().union(*(socket_inodes(pid) for pid in processes))
+        assert len(processes) >= 4 and sockets, "the trainer talks to its children over (Unix) sockets"
+        assert not sockets & inet_socket_inodes(), "no TCP/UDP/raw socket, listening or not"
+        os.kill(run.pid, signal.SIGINT)
+        assert run.wait(timeout=60) == 130
+    finally:
+        run.kill_everything()
