@@ -1,9 +1,10 @@
 """What every child process (worker or evaluator) does first, and how it reports a crash.
 
-Children leave shutdown to the main process: they ignore SIGINT (a Ctrl-C in the terminal reaches
-the whole process group) and watch the stop Event instead. If the trainer is killed outright, a
-parent-death signal (Linux, SIGKILL) and a parent-pid check in their loops end them, so no orphan
-keeps burning CPU.
+Children leave shutdown to the main process: they ignore SIGINT and SIGTERM (a Ctrl-C in the
+terminal, `timeout`, or a job scheduler signal the whole process group) and watch the stop flag
+instead, so the trainer can stop them in order and write its final checkpoint. If the trainer is
+killed outright, a parent-death signal (Linux, SIGKILL) and a parent-pid check in their loops end
+them, so no orphan keeps burning CPU.
 
 Each child also names itself (`a3c-worker-0`, `a3c-evaluator`) so `ps`, `top` and
 benchmarks/soak.py can tell the processes apart.
@@ -15,6 +16,7 @@ import ctypes
 import os
 import signal
 import sys
+import time
 import traceback
 
 import torch
@@ -38,7 +40,8 @@ def set_process_name(name: str) -> None:
 
 def setup_child(parent_pid: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # SIGKILL: an orphan has nobody to report to, and must not linger in a handler or a flush.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # SIGKILL, not SIGTERM: children ignore SIGTERM, and an orphan has nobody to report to anyway.
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent_pid:  # the parent died before the signal was armed
         sys.exit(1)
@@ -69,3 +72,46 @@ def run_child(name: str, stats_queue, body, *args) -> None:
             # Nobody reads the queue any more: flushing it at exit could block forever.
             stats_queue.cancel_join_thread()
 
+
+class StopFlag:
+    """A lock-free stop signal shared by all processes.
+
+    Not a multiprocessing Event on purpose: Event.set() waits for every process sleeping in
+    Event.wait() to acknowledge, so a child killed while waiting (a SIGTERM sent to the whole
+    process group does that) would hang the trainer forever. A shared bool cannot deadlock.
+    """
+
+    def __init__(self, ctx):
+        self._flag = ctx.RawValue(ctypes.c_bool, False)
+
+    def set(self) -> None:
+        self._flag.value = True
+
+    def is_set(self) -> bool:
+        return self._flag.value
+
+    def wait(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while not self._flag.value and time.monotonic() < deadline:
+            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+        return self._flag.value
+
+
+class StepCounter:
+    """The global agent-step count (int64 in shared memory).
+
+    Increments take the lock (unlocked `+=` from several processes loses updates); reads do
+    not, so the trainer can never block on a lock that a killed worker died holding.
+    """
+
+    def __init__(self, ctx, start: int = 0):
+        self._value = ctx.Value(ctypes.c_int64, start)
+
+    def add(self, steps: int) -> int:
+        with self._value.get_lock():
+            self._value.value += steps
+            return self._value.value
+
+    @property
+    def value(self) -> int:
+        return self._value.get_obj().value

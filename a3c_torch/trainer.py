@@ -25,6 +25,7 @@ from a3c_torch.evaluator import evaluator_main, resolve_device
 from a3c_torch.metrics import Metrics
 from a3c_torch.model import ActorCritic
 from a3c_torch.optim import make_optimizer
+from a3c_torch.processes import StepCounter, StopFlag
 from a3c_torch.worker import worker_main
 from a3c_torch.worker_state import unpack, worker_seed
 
@@ -178,8 +179,8 @@ class Trainer:
     def _create_processes(self) -> None:
         cfg = self.cfg
         ctx = mp.get_context(cfg.start_method)
-        self.global_steps = ctx.Value("q", self.start_step)
-        self.stop_event = ctx.Event()
+        self.global_steps = StepCounter(ctx, self.start_step)
+        self.stop_event = StopFlag(ctx)
         self.stats = ctx.Queue()
         parent_pid = os.getpid()
         for rank in range(cfg.num_processes):
@@ -239,6 +240,10 @@ class Trainer:
             failure = self._drain(timeout=0.2)
             step = self.global_steps.value
             self.metrics.tick(step)
+            if self.stop_signal is not None:
+                # A child that dies after we were signalled most likely got the same signal
+                # before it could ignore it (a process-group SIGTERM during its start-up).
+                return failure
             failure = failure or self._dead_child()
             if not failure and time.monotonic() >= next_health_check:
                 next_health_check = time.monotonic() + HEALTH_CHECK_INTERVAL_S
@@ -300,13 +305,9 @@ class Trainer:
         while any(p.is_alive() for p in started) and time.monotonic() < deadline:
             self._drain(timeout=0.1)
         for process in started:
-            if process.is_alive():
-                process.terminate()
-        for process in started:
-            process.join(timeout=2.0)
-            if process.is_alive():
+            if process.is_alive():  # children ignore SIGTERM: a straggler is killed
                 process.kill()
-                process.join()
+            process.join()
         self._drain(timeout=0.1)  # what the children flushed just before exiting (worker states)
 
 

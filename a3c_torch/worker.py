@@ -64,7 +64,7 @@ class RolloutCollector:
             for _ in range(num_steps):
                 starts.append(self.episode_start)
                 observations.append(self.obs)
-                logits, _, self.state = model(torch.as_tensor(self.obs).unsqueeze(0), self.state)
+                logits, _, self.state = model(torch.from_numpy(self.obs)[None], self.state)
                 action = int(sample_action(logits)[0])
                 obs, reward, term, trunc, info = self.env.step(action)
                 actions.append(action)
@@ -74,7 +74,7 @@ class RolloutCollector:
                 truncation_values.append(0.0)
                 if trunc and not term:
                     # A time limit is not the end of the task: the return goes on as V(s').
-                    truncation_values[-1] = float(model(torch.as_tensor(obs).unsqueeze(0), self.state)[1])
+                    truncation_values[-1] = float(model(torch.from_numpy(obs)[None], self.state)[1])
                 if "episode" in info:
                     episodes.append((float(info["episode"]["r"]), int(info["episode"]["l"])))
                 self.episode_start = bool(term or trunc)
@@ -82,7 +82,7 @@ class RolloutCollector:
                     obs, _ = self.env.reset()
                     self.state = model.initial_state(1)
                 self.obs = obs
-            last_value = 0.0 if self.episode_start else float(model(torch.as_tensor(self.obs).unsqueeze(0), self.state)[1])
+            last_value = 0.0 if self.episode_start else float(model(torch.from_numpy(self.obs)[None], self.state)[1])
         # Tensors made under inference_mode cannot enter autograd: the initial state is cloned.
         return Rollout(
             obs=torch.as_tensor(np.stack(observations)),
@@ -111,12 +111,23 @@ def apply_update(local_model, shared_model, optimizer, loss: torch.Tensor, max_g
     """Backward, clip, hand off, step. Returns (applied, grad norm); non-finite updates are skipped."""
     local_model.zero_grad(set_to_none=True)
     loss.backward()
-    grad_norm = float(torch.nn.utils.clip_grad_norm_(local_model.parameters(), max_grad_norm))
+    grads = [p.grad for p in local_model.parameters() if p.grad is not None]
+    norm = torch.nn.utils.get_total_norm(grads)
+    if norm > max_grad_norm:  # rescaling costs a pass over every gradient: only when needed
+        torch.nn.utils.clip_grads_with_norm_(local_model.parameters(), max_grad_norm, norm)
+    grad_norm = float(norm)
     if not (np.isfinite(grad_norm) and torch.isfinite(loss)):
         return False, grad_norm
     hand_off_gradients(local_model, shared_model)
     optimizer.step()
     return True, grad_norm
+
+
+def copy_weights(source: torch.nn.Module, target: torch.nn.Module) -> None:
+    """In place, parameter by parameter (the model has no buffers): cheaper than load_state_dict."""
+    with torch.no_grad():
+        for target_param, source_param in zip(target.parameters(), source.parameters()):
+            target_param.copy_(source_param)
 
 
 def seed_everything(seed: int) -> None:
@@ -145,7 +156,7 @@ def _work(rank, cfg, shared_model, optimizer, global_steps, stop_event, stats_qu
     faults = FaultPlan.for_worker(rank)  # A3C_TORCH_FAULT, for the reliability tests only
     sums, updates, skipped, consecutive_skips = np.zeros(4), 0, 0, 0
     while not stop_event.is_set() and global_steps.value < cfg.max_steps and parent_alive(parent_pid):
-        local_model.load_state_dict(shared_model.state_dict())
+        copy_weights(shared_model, local_model)
         rollout = collector.collect(local_model, cfg.num_steps)
         terms = rollout_loss(local_model, rollout, cfg.gamma, cfg.gae_lambda, cfg.value_loss_coef, cfg.entropy_coef)
         applied, grad_norm = apply_update(local_model, shared_model, optimizer, faults.on_update(terms.total, shared_model), cfg.max_grad_norm)
@@ -156,9 +167,7 @@ def _work(rank, cfg, shared_model, optimizer, global_steps, stop_event, stats_qu
             consecutive_skips += 1
             if consecutive_skips >= MAX_CONSECUTIVE_SKIPS:
                 raise FloatingPointError(f"{consecutive_skips} updates in a row had a non-finite loss or gradient; the run has diverged (try a lower --lr)")
-        with global_steps.get_lock():
-            global_steps.value += cfg.num_steps
-            step = global_steps.value
+        step = global_steps.add(cfg.num_steps)
         for episode_return, length in rollout.episodes:
             stats_queue.put(("episode", step, episode_return, length))
         steps = float(cfg.num_steps)

@@ -76,12 +76,24 @@ def wait_for(condition, timeout: float, interval: float = 0.2) -> bool:
     return condition()
 
 
-def wait_for_checkpoint(run_parent: Path, timeout: float) -> Path:
-    assert wait_for(lambda: any(run_parent.glob("*/checkpoints/latest.pt")), timeout), "no checkpoint appeared"
-    return next(run_parent.glob("*/checkpoints/latest.pt"))
+def checkpointed_steps(run_parent: Path) -> int:
+    """Global step of the newest latest.pt under run_parent (0 when there is none yet)."""
+    for path in run_parent.glob("*/checkpoints/latest.pt"):
+        try:
+            return load(path)["global_step"]
+        except Exception:  # noqa: BLE001 - being replaced right now; look again
+            return 0
+    return 0
+
+
+def wait_for_progress(run_parent: Path, timeout: float = 120) -> None:
+    """Until a run checkpointed with --checkpoint-interval 1 shows trained steps (slow start-up
+    on a loaded machine is not a failure; no progress in `timeout` is)."""
+    assert wait_for(lambda: checkpointed_steps(run_parent) > 0, timeout, interval=0.5), "no training progress"
 
 
 def stop(process: subprocess.Popen, sig=signal.SIGINT, timeout: float = 30) -> tuple[int, str, str]:
-    process.send_signal(sig)
+    """Signal the whole process group, as a Ctrl-C in a terminal does."""
+    os.killpg(process.pid, sig)
     out, err = process.communicate(timeout=timeout)
     return process.returncode, out, err

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from helpers import alive, children_of, load, only_run_dir, run_command, scalar_tags, start_command, stop, wait_for
+from helpers import alive, children_of, load, only_run_dir, run_command, scalar_tags, start_command, stop, wait_for, wait_for_progress
 
 pytestmark = pytest.mark.slow
 
@@ -51,10 +51,9 @@ def test_cartpole_run_with_evaluator_writes_eval_tags_and_best(tmp_path):
 
 
 def test_ctrl_c_stops_cleanly_with_a_loadable_checkpoint(tmp_path):
-    process = start_command("train.py", "--env-id", "ALE/Pong-v5", "--num-processes", "2", "--max-steps", "10000000", "--runs-dir", tmp_path, "--no-evaluator", "--checkpoint-interval", "1000")
+    process = start_command("train.py", "--env-id", "ALE/Pong-v5", "--num-processes", "2", "--max-steps", "10000000", "--runs-dir", tmp_path, "--no-evaluator", "--checkpoint-interval", "1")
     try:
-        assert wait_for(lambda: any(tmp_path.glob("*/events.out.tfevents.*")), 60)
-        time.sleep(4)
+        wait_for_progress(tmp_path)
         workers = children_of(process.pid)
         started = time.monotonic()
         code, out, err = stop(process, signal.SIGINT)
@@ -69,11 +68,11 @@ def test_ctrl_c_stops_cleanly_with_a_loadable_checkpoint(tmp_path):
 
 
 def test_a_killed_worker_stops_the_run_with_a_clear_message(tmp_path):
-    process = start_command("train.py", "--env-id", "CartPole-v1", "--num-processes", "2", "--max-steps", "10000000", "--runs-dir", tmp_path, "--no-evaluator", "--checkpoint-interval", "1000")
+    process = start_command("train.py", "--env-id", "CartPole-v1", "--num-processes", "2", "--max-steps", "10000000", "--runs-dir", tmp_path, "--no-evaluator", "--checkpoint-interval", "1")
     try:
         assert wait_for(lambda: len(children_of(process.pid)) == 2, 60)
         workers = children_of(process.pid)
-        time.sleep(3)
+        wait_for_progress(tmp_path)
         os.kill(workers[1], signal.SIGKILL)
         killed_at = time.monotonic()
         out, err = process.communicate(timeout=30)
@@ -100,3 +99,18 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     assert result.returncode == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_sigterm_to_the_whole_process_group_does_not_hang(tmp_path):
+    """`timeout`, systemd and job schedulers signal every process of the group at once: the
+    children die while the trainer shuts down, and the trainer must still finish its checkpoint."""
+    process = start_command("train.py", "--env-id", "CartPole-v1", "--num-processes", "2", "--max-steps", "10000000", "--runs-dir", tmp_path, "--eval-interval", "0.5", "--eval-episodes", "1", "--checkpoint-interval", "1")
+    try:
+        assert wait_for(lambda: len(children_of(process.pid)) == 3, 60)
+        wait_for_progress(tmp_path)
+        os.killpg(process.pid, signal.SIGTERM)
+        out, err = process.communicate(timeout=20)
+    finally:
+        process.kill()
+    assert process.returncode == 143, err
+    assert load(only_run_dir(tmp_path) / "checkpoints" / "latest.pt")["global_step"] > 0

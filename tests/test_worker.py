@@ -105,3 +105,13 @@ def test_non_finite_update_is_skipped_and_leaves_weights_alone():
     applied, grad_norm = apply_update(local, shared, optimizer, sum(p.sum() for p in local.parameters()), max_grad_norm=40.0)
     assert applied and np.isfinite(grad_norm)
     assert any(not torch.equal(a, b) for a, b in zip(before, shared.parameters()))
+
+
+def test_weight_copy_is_complete():
+    """copy_weights copies parameters only: it is complete while the model has no buffers."""
+    from a3c_torch.worker import copy_weights
+
+    source, target = ActorCritic((42, 42), 6), ActorCritic((42, 42), 6)
+    assert not list(source.buffers()), "a buffer was added: copy_weights must copy buffers too"
+    copy_weights(source, target)
+    assert all(torch.equal(a, b) for a, b in zip(source.state_dict().values(), target.state_dict().values()))
