@@ -53,6 +53,7 @@ class Config:
     eval_device: str = _setting("auto", "evaluator device: auto (cuda when available), cpu or cuda", choices=("auto", "cpu", "cuda"))
     eval_interval: float = _setting(60.0, "seconds between two evaluations")
     eval_episodes: int = _setting(10, "full games per evaluation")
+    target_eval_return: Optional[float] = _setting(None, "stop training as soon as an evaluation's mean return reaches this (e.g. 195 for CartPole-v1, 18 for Pong)")
     # --- output ---
     runs_dir: str = _setting("runs", "parent folder of run directories")
     exp_name: str = _setting("a3c", "experiment name, part of the run directory name")
@@ -83,6 +84,8 @@ def validate(cfg: Config) -> None:
     for name in positive_floats:
         if not getattr(cfg, name) > 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive, got {getattr(cfg, name)}")
+    if cfg.target_eval_return is not None and not cfg.evaluator:
+        raise UsageError("--target-eval-return needs the evaluator (drop --no-evaluator)")
     if cfg.lr is not None and not 0 < cfg.lr < math.inf:
         raise UsageError(f"--lr must be positive and finite, got {cfg.lr}")
     if not 0 <= cfg.seed < 2**31:  # NumPy seeds are unsigned 32-bit; workers add their rank

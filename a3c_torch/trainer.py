@@ -118,6 +118,7 @@ class Trainer:
         self.model.share_memory()
         self.optimizer.share_memory()
         self.stop_signal = None
+        self.target_reached = False
 
     def _restore(self, checkpoint: dict) -> None:
         try:
@@ -248,7 +249,7 @@ class Trainer:
             if not failure and time.monotonic() >= next_health_check:
                 next_health_check = time.monotonic() + HEALTH_CHECK_INTERVAL_S
                 failure = None if self._model_is_finite() else DIVERGED
-            if failure or self.stop_signal is not None or step >= self.cfg.max_steps:
+            if failure or self.stop_signal is not None or step >= self.cfg.max_steps or self.target_reached:
                 return failure
             if not any(p.is_alive() for name, p in self.processes.items() if name.startswith("worker")):
                 return None  # every worker finished on its own
@@ -284,6 +285,10 @@ class Trainer:
         if weights is not None and (self.best_eval is None or mean > self.best_eval):
             self.best_eval = mean
             self.save("best.pt", step, model_state=weights)
+        target = self.cfg.target_eval_return
+        if target is not None and mean >= target and not self.target_reached:
+            self.target_reached = True
+            self.metrics.say(f"evaluation mean {mean:.2f} reached --target-eval-return {target:g}: stopping")
 
     def _dead_child(self):
         for name, process in self.processes.items():

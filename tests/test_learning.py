@@ -20,11 +20,13 @@ def test_cartpole_reaches_the_solved_threshold(tmp_path):
 
     lr 1e-3 instead of the Atari default 1e-4: CartPole's rewards and horizon differ; everything
     else is the project's default algorithm. The budget is about twice the steps the runs we
-    measured needed, so a slow start does not fail the test.
+    measured needed, so a slow start does not fail the test; --target-eval-return ends the run
+    at the first evaluation that gets there.
     """
     result = run_command(
         "train.py", "--env-id", "CartPole-v1", "--num-processes", "2", "--max-steps", "150000", "--lr", "1e-3",
-        "--eval-interval", "3", "--eval-episodes", "10", "--runs-dir", tmp_path, "--seed", "1", timeout=420,
+        "--eval-interval", "3", "--eval-episodes", "10", "--target-eval-return", str(CARTPOLE_SOLVED),
+        "--runs-dir", tmp_path, "--seed", "1", timeout=420,
     )
     assert result.returncode == 0, result.stderr
     run_dir = only_run_dir(tmp_path)

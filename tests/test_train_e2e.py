@@ -93,6 +93,7 @@ def test_a_killed_worker_stops_the_run_with_a_clear_message(tmp_path):
     (["--env-id", "Breakout"], "did you mean ALE/Breakout-v5"),
     (["--env-id", "Pendulum-v1"], "discrete action space"),
     (["--resume", "/nonexistent/run"], "/nonexistent/run"),
+    (["--target-eval-return", "10", "--no-evaluator"], "--target-eval-return needs the evaluator"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     result = run_command("train.py", *args, "--runs-dir", tmp_path, timeout=60)
