@@ -1,12 +1,17 @@
 """It learns: CartPole to the solved threshold with the real workers, and Pong's learner moving.
 
 These run the real train.py (2 worker processes, SharedAdam, the LSTM model) with fixed step
-budgets. They are the slowest tests of the suite (about 2-3 minutes together on 2 cores).
+budgets. They are the slowest tests of the suite.
 """
 
 import math
 
+import numpy as np
 import pytest
+import torch
+
+from a3c_torch.envs import EnvSettings, make_env
+from a3c_torch.model import ActorCritic
 
 from helpers import load, only_run_dir, run_command, scalar_tags
 
@@ -36,28 +41,53 @@ def test_cartpole_reaches_the_solved_threshold(tmp_path):
     assert best["best_eval_return"] >= CARTPOLE_SOLVED, f"best evaluation mean {best['best_eval_return']:.1f} < {CARTPOLE_SOLVED}"
 
 
-def test_pong_learner_moves(tmp_path):
-    """A few thousand updates on Pong move the critic and the policy the expected way.
+def random_play_frames(count: int = 600):
+    """Pong frames of the training stack under a fixed random policy: a fixed probe set."""
+    env = make_env(EnvSettings("ALE/Pong-v5"), seed=0, train=True)
+    obs, _ = env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    frames = []
+    for _ in range(count):
+        frames.append(obs)
+        obs, _, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
+        if terminated or truncated:
+            obs, _ = env.reset()
+    env.close()
+    return torch.as_tensor(np.stack(frames))
 
-    Robust assertions, chosen because they hold for any working learner and fail for a broken
-    one (no gradient reaching the shared model, a gradient applied with the wrong sign, ...):
-    - the policy starts near uniform (entropy ~ ln 6) and ends measurably less random:
-      the entropy of the last reports is below that of the first reports;
-    - the critic learns that early Pong is a losing game: the value loss of the last reports is
-      below that of the first (the initial value head predicts ~0 for returns near -1 at
-      every point lost, and the first thing a critic learns is that offset).
+
+def value_and_entropy(model: ActorCritic, frames: torch.Tensor) -> tuple[float, float]:
+    with torch.no_grad():
+        logits, values, _ = model.forward_sequence(frames, model.initial_state(1), torch.zeros(len(frames), dtype=torch.bool))
+    probs = torch.softmax(logits, -1)
+    return float(values.mean()), float(-(probs * probs.log()).sum(-1).mean())
+
+
+def test_pong_learner_moves(tmp_path):
+    """20k agent steps (about 1,000 updates) of Pong move the critic and the policy the right way.
+
+    Measured on a fixed set of frames, not on the noisy training curves:
+    - the critic learns that early Pong is a losing game. A fresh model's mean value is within
+      +-0.1 of 0; after training it was -2.3 in our runs (a point lost every ~100 steps at
+      gamma 0.99). The assertion, below -0.5, leaves a wide margin, and fails for a learner
+      whose gradients do not reach the shared model or have the wrong sign;
+    - the policy becomes less random: entropy below ln 6 - 0.001. A model that does not learn
+      stays within 1e-4 of ln 6 (10x below the threshold); trained runs measured ln 6 - 0.003
+      to ln 6 - 0.0125 (3x above it). The size of this early move varies from run to run
+      (Hogwild is nondeterministic); its direction does not.
     """
     result = run_command(
-        "train.py", "--env-id", "ALE/Pong-v5", "--num-processes", "2", "--max-steps", "60000",
+        "train.py", "--env-id", "ALE/Pong-v5", "--num-processes", "2", "--max-steps", "20000",
         "--no-evaluator", "--runs-dir", tmp_path, "--seed", "1", timeout=420,
     )
     assert result.returncode == 0, result.stderr
-    tags = scalar_tags(only_run_dir(tmp_path))
-    entropy = [e.value for e in sorted(tags["losses/entropy"], key=lambda e: e.step)]
-    value_loss = [e.value for e in sorted(tags["losses/value_loss"], key=lambda e: e.step)]
-    first, last = slice(0, 10), slice(-10, None)
-    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
-    print(f"entropy {mean(entropy[first]):.4f} -> {mean(entropy[last]):.4f}; value loss {mean(value_loss[first]):.5f} -> {mean(value_loss[last]):.5f}")
-    assert mean(entropy[first]) > math.log(6) - 0.01, "the initial policy should be near uniform"
-    assert mean(entropy[last]) < mean(entropy[first]) - 0.005
-    assert mean(value_loss[last]) < mean(value_loss[first])
+    checkpoint = load(only_run_dir(tmp_path) / "checkpoints" / "latest.pt")
+    frames = random_play_frames()
+    fresh_value, fresh_entropy = value_and_entropy(ActorCritic((42, 42), 6), frames)
+    trained = ActorCritic((42, 42), 6)
+    trained.load_state_dict(checkpoint["model"])
+    value, entropy = value_and_entropy(trained, frames)
+    print(f"mean value {fresh_value:.3f} -> {value:.3f}; entropy {fresh_entropy:.4f} -> {entropy:.4f}")
+    assert abs(fresh_value) < 0.3 and fresh_entropy > math.log(6) - 0.001, "a fresh model: value ~0, uniform policy"
+    assert value < -0.5, f"the critic did not learn that early Pong loses points (mean value {value:.3f})"
+    assert entropy < math.log(6) - 0.001, f"the policy did not move away from uniform (entropy {entropy:.4f})"
