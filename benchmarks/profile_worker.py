@@ -34,6 +34,13 @@ Sections of the report
 
 Nothing in a3c_torch/ is changed: the proposed variants are written here.
 
+Status: commit 92ffc64 adopted the recommended ideas in a3c_torch (fused LSTM recompute, fused
+SharedAdam, in-place weight sync, clip only when needed, Gumbel-max, from_numpy, GAE on floats).
+Since then "current" and "proposed" run nearly the same code, so sections 3 and 4 show ratios
+near 1; to reproduce the before/after figures, run this script at commit 055d83e. The copies of
+the prototypes here (flagged by `duplicates` against model.py and worker.py) can go once nobody
+needs that comparison.
+
 Run
 ---
     .venv/bin/python benchmarks/profile_worker.py                      # Pong, 150 rollouts per variant
