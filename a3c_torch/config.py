@@ -132,14 +132,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_args(argv=None) -> tuple[Config, set[str]]:
     """Returns the config and the names of the settings the user gave explicitly."""
+    cfg, explicit, _ = parse_with(build_parser(), argv)
+    return cfg, explicit
+
+
+def parse_with(parser: argparse.ArgumentParser, argv=None) -> tuple[Config, set[str], dict]:
+    """Like parse_args, with a parser that may have flags of its own (returned in the dict)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser()
     args = parser.parse_args(argv)
     defaults = parser.parse_args([])
-    explicit = {name for name, value in vars(args).items() if value != getattr(defaults, name)}
+    names = {f.name for f in dataclasses.fields(Config)}
+    explicit = {name for name, value in vars(args).items() if name in names and value != getattr(defaults, name)}
     # A flag given with its default value still counts as explicit for resume checks.
     for f in dataclasses.fields(Config):
         option = f.metadata.get("flag", "--" + f.name.replace("_", "-"))
         if any(a == option or a.startswith(option + "=") for a in argv):
             explicit.add(f.name)
-    return Config(**vars(args)), explicit
+    values = vars(args)
+    extra = {name: value for name, value in values.items() if name not in names}
+    return Config(**{name: value for name, value in values.items() if name in names}), explicit, extra

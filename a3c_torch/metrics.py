@@ -18,16 +18,18 @@ LOSS_TAGS = ("losses/policy_loss", "losses/value_loss", "losses/entropy", "losse
 
 
 class Metrics:
-    def __init__(self, run_dir, config: dict, start_step: int, max_steps: int, learning_rate: float, log_interval: float, resumed: bool):
+    def __init__(self, run_dir, config: dict, start_step: int, max_steps: int, learning_rate: float, log_interval: float, resumed: bool, sps_window: float = 1.0):
         # purge_step drops events a killed run wrote after its last checkpoint, so resumed
         # curves continue from the checkpoint instead of doubling back.
-        self.writer = SummaryWriter(str(run_dir), purge_step=start_step if resumed else None)
+        # No run directory (a distributed node other than rank 0): progress only, no event files.
+        self.writer = SummaryWriter(str(run_dir), purge_step=start_step if resumed else None) if run_dir is not None else _NoEvents()
         self.learning_rate = learning_rate
         self.recent_returns: deque = deque(maxlen=100)
         self.episodes = 0
         self.skipped_updates = 0
         self.best_eval = None
         self.log_interval = log_interval
+        self.sps_window = sps_window
         self.start_step = start_step
         self.max_steps = max_steps
         self._last_time, self._last_step = time.monotonic(), start_step
@@ -69,7 +71,7 @@ class Metrics:
         """Steps/s, learning rate and the progress display; call it a few times a second."""
         now = time.monotonic()
         elapsed = now - self._last_time
-        if elapsed < 1.0:
+        if elapsed < self.sps_window:
             return
         sps = (global_step - self._last_step) / elapsed
         self._last_time, self._last_step = now, global_step
@@ -98,3 +100,10 @@ class Metrics:
 def hyperparameter_table(config: dict) -> str:
     rows = "\n".join(f"|{key}|{value}|" for key, value in config.items())
     return f"|setting|value|\n|-|-|\n{rows}"
+
+
+class _NoEvents:
+    """Stands in for the SummaryWriter where this process must not write event files."""
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None

@@ -110,15 +110,23 @@ class Trainer:
         self.start_step, self.best_eval, self.previous_wall_time = 0, None, 0.0
         # Workers' RNG/env/LSTM states: read from the checkpoint, and collected when they stop.
         self.saved_worker_states, self.final_worker_states = {}, {}
+        # Worker i of this trainer plays with seed SEED + WORKER_RANK_OFFSET + i (distributed
+        # nodes use an offset so that no two workers in the world play the same games).
+        self.worker_rank_offset = 0
+        self.num_workers = cfg.num_processes
+        self.sps_window = 1.0  # seconds over which steps/s is measured
         if checkpoint is not None:
             self._restore(checkpoint)
         else:
-            self.run_dir = create_run_dir(cfg)
+            self.run_dir = self._new_run_dir()
         # Shared after loading: load_state_dict may replace tensors with private ones.
         self.model.share_memory()
         self.optimizer.share_memory()
         self.stop_signal = None
         self.target_reached = False
+
+    def _new_run_dir(self):
+        return create_run_dir(self.cfg)
 
     def _restore(self, checkpoint: dict) -> None:
         try:
@@ -141,6 +149,7 @@ class Trainer:
             "config": self.cfg.to_dict(),
             "best_eval_return": self.best_eval,
             "wall_time": self.previous_wall_time + (time.monotonic() - self.started),
+            **self._extra_checkpoint_fields(),
         }
         if worker_states:  # only at the end: mid-run states would not match the weights
             payload["worker_states"] = worker_states
@@ -184,8 +193,8 @@ class Trainer:
         self.stop_event = StopFlag(ctx)
         self.stats = ctx.Queue()
         parent_pid = os.getpid()
-        for rank in range(cfg.num_processes):
-            start = (worker_seed(cfg.seed, rank, self.start_step), self.saved_worker_states.get(rank))
+        for rank in range(self.num_workers):
+            start = (worker_seed(cfg.seed, self.worker_rank_offset + rank, self.start_step), self.saved_worker_states.get(rank))
             args = (rank, cfg, self.model, self.optimizer, self.global_steps, self.stop_event, self.stats, parent_pid, *start)
             self.processes[f"worker {rank}"] = ctx.Process(target=worker_main, args=args, name=f"a3c-worker-{rank}", daemon=True)
         if cfg.evaluator:
@@ -197,14 +206,15 @@ class Trainer:
         self._create_processes()
         self.started = time.monotonic()
         try:
-            self.metrics = Metrics(self.run_dir, cfg.to_dict(), self.start_step, cfg.max_steps, cfg.lr, cfg.log_interval, resumed=cfg.resume is not None)
+            self.metrics = Metrics(self.run_dir, cfg.to_dict(), self.start_step, cfg.max_steps, cfg.lr, cfg.log_interval, resumed=cfg.resume is not None, sps_window=self.sps_window)
         except OSError as exc:
             raise UsageError(f"{self.run_dir}: cannot write TensorBoard events there ({exc.strerror or exc})") from None
-        print(f"run directory: {self.run_dir}", flush=True)
+        if self.run_dir is not None:
+            print(f"run directory: {self.run_dir}", flush=True)
         if cfg.resume:
-            exact = sorted(rank for rank in self.saved_worker_states if rank < cfg.num_processes)
+            exact = sorted(rank for rank in self.saved_worker_states if rank < self.num_workers)
             print(f"resuming at step {self.start_step:,}; workers continuing from their saved state: {exact or 'none (new seeds)'}", flush=True)
-        print(f"training {cfg.env_id} with {cfg.num_processes} worker processes" + (f" and an evaluator on {self.eval_device}" if cfg.evaluator else "") + f", up to {cfg.max_steps:,} steps", flush=True)
+        print(f"training {cfg.env_id} with {self.num_workers} worker processes" + (f" and an evaluator on {self.eval_device}" if cfg.evaluator else "") + f", up to {cfg.max_steps:,} steps", flush=True)
         failure = None
         try:
             for process in self.processes.values():
@@ -213,6 +223,7 @@ class Trainer:
         finally:
             # Also after an unexpected error in the trainer itself: stop the children, keep the work.
             self._shutdown()
+            self._finish_world()
             step = self.global_steps.value
             saved = self.save("latest.pt", step, worker_states=self.final_worker_states)
             self.metrics.close(step)
@@ -251,12 +262,28 @@ class Trainer:
                 failure = None if self._model_is_finite() else DIVERGED
             if failure or self.stop_signal is not None or step >= self.cfg.max_steps or self.target_reached:
                 return failure
-            if not any(p.is_alive() for name, p in self.processes.items() if name.startswith("worker")):
+            if self._world_says_stop():
+                return None
+            workers = [p for name, p in self.processes.items() if name.startswith("worker")]
+            if workers and not any(p.is_alive() for p in workers):
                 return None  # every worker finished on its own
             if time.monotonic() >= next_checkpoint:
                 self.metrics.flush()  # after a kill -9, the curves then reach the checkpoint too
                 self.save("latest.pt", step)
                 next_checkpoint = time.monotonic() + self.cfg.checkpoint_interval
+
+    # --- hooks for a distributed node (a3c_torch/distributed/node.py); no-ops on one machine ---
+    def _extra_checkpoint_fields(self) -> dict:
+        return {}
+
+    def _on_stats(self, message) -> None:
+        self.metrics.handle(message)
+
+    def _world_says_stop(self) -> bool:
+        return False
+
+    def _finish_world(self) -> None:
+        pass
 
     def _drain(self, timeout: float):
         """Handle the queued stats; returns (name, traceback) if a child reported a crash."""
@@ -277,7 +304,7 @@ class Trainer:
             elif message[0] == "eval":
                 self._on_eval(message)
             else:
-                self.metrics.handle(message)
+                self._on_stats(message)
 
     def _on_eval(self, message) -> None:
         step, mean, weights = message[1], message[2], message[5]
