@@ -1,0 +1,100 @@
+"""Distributed runs as a user starts them: torchrun on one machine over loopback.
+
+Each test has a hard timeout: a distributed bug shows up as a hang.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO, checkpointed_steps, load, only_run_dir, scalar_tags, wait_for
+
+pytestmark = pytest.mark.slow
+
+NODE_FLAGS = ("--env-id", "CartPole-v1", "--num-processes", "1", "--ps-workers", "0")
+
+
+def torchrun(*args, nodes: int = 3, restarts: int = 0) -> list[str]:
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nodes}", f"--max-restarts={restarts}", "--monitor-interval=0.5"]
+    return [*launcher, "-m", "a3c_torch.distributed", *NODE_FLAGS, *map(str, args)]
+
+
+def run_world(*args, timeout: float, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(torchrun(*args, **kwargs), cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+def node_steps(checkpoint: dict, node: int, num_steps: int = 20) -> int:
+    """Agent steps node `node` trained: its optimizer's step count (one per update) x rollout length."""
+    state = checkpoint["node_optimizers"][node]["state"]
+    return int(state[0]["step"]) * num_steps
+
+
+def test_standalone_world_of_a_server_and_two_nodes_trains_and_checkpoints(tmp_path):
+    result = run_world("--max-steps", "600", "--runs-dir", tmp_path, "--eval-interval", "1", "--eval-episodes", "2", "--sync-interval", "0.5", timeout=240)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run_dir = only_run_dir(tmp_path)
+    checkpoint = load(run_dir / "checkpoints" / "latest.pt")
+    # Rank 0 has no workers: every step in the global count was played by node 1 or node 2,
+    # and each node's own optimizer counted its updates.
+    assert checkpoint["global_step"] >= 600
+    assert checkpoint["global_step"] == node_steps(checkpoint, 1) + node_steps(checkpoint, 2)
+    assert node_steps(checkpoint, 1) > 0 and node_steps(checkpoint, 2) > 0
+    assert checkpoint["world_size"] == 3 and checkpoint["ps_version"] > 0
+    tags = scalar_tags(run_dir)
+    assert tags["charts/episodic_return"], "the nodes' episodes reach rank 0's TensorBoard"
+    assert "eval/episodic_return" in tags
+    # The checkpoint is an ordinary one: evaluate.py and a single-machine resume take it.
+    evaluation = subprocess.run([sys.executable, "evaluate.py", "--checkpoint", run_dir / "checkpoints" / "latest.pt", "--episodes", "2"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert evaluation.returncode == 0, evaluation.stderr
+
+
+def test_a_world_of_one_is_train_py_without_rpc(tmp_path):
+    """No torchrun agent, no other node, and a rendezvous port nothing listens on: RPC would fail."""
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}
+    result = subprocess.run([sys.executable, "-m", "a3c_torch.distributed", *NODE_FLAGS[:4], "--max-steps", "300", "--no-evaluator", "--runs-dir", tmp_path],
+                            cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stderr
+    checkpoint = load(only_run_dir(tmp_path) / "checkpoints" / "latest.pt")
+    assert checkpoint["global_step"] >= 300 and "node_optimizers" not in checkpoint
+
+
+def node_pid(runs_dir: Path, rank: int) -> int | None:
+    """The node process of `rank` in the world writing to runs_dir (its spawned workers excluded)."""
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        if b"a3c_torch.distributed" in cmdline and str(runs_dir).encode() in cmdline and f"RANK={rank}".encode() in environ:
+            return int(proc.name)
+    return None
+
+
+def test_a_killed_node_restarts_the_world_which_resumes_from_the_checkpoint(tmp_path):
+    process = subprocess.Popen(torchrun("--max-steps", "8000", "--runs-dir", tmp_path, "--checkpoint-interval", "1", "--no-evaluator", "--sync-interval", "0.5", restarts=1),
+                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert wait_for(lambda: checkpointed_steps(tmp_path) > 0, 150, interval=0.5), "no checkpoint before the kill"
+        steps_at_kill = checkpointed_steps(tmp_path)
+        assert steps_at_kill < 8000, "the run ended before the kill: raise --max-steps"
+        victim = node_pid(tmp_path, 2)
+        assert victim is not None
+        os.kill(victim, signal.SIGKILL)
+        out, err = process.communicate(timeout=240)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+    assert process.returncode == 0, out[-3000:] + err[-3000:]
+    assert "restart 1 of this launch: resuming" in out
+    resumed_at = int(out.split("resuming at step ")[1].split(";")[0].replace(",", ""))
+    assert resumed_at >= steps_at_kill
+    final = load(only_run_dir(tmp_path) / "checkpoints" / "latest.pt")
+    assert final["global_step"] >= 8000
