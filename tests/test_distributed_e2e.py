@@ -98,3 +98,14 @@ def test_a_killed_node_restarts_the_world_which_resumes_from_the_checkpoint(tmp_
     assert resumed_at >= steps_at_kill
     final = load(only_run_dir(tmp_path) / "checkpoints" / "latest.pt")
     assert final["global_step"] >= 8000
+
+
+def test_two_nodes_learn_cartpole_like_the_single_machine_test(tmp_path):
+    """2 nodes x 1 worker (and a dedicated server) reach the single-machine test's threshold
+    (tests/test_learning.py) with the same flags and step budget."""
+    result = run_world("--max-steps", "150000", "--lr", "1e-3", "--eval-interval", "3", "--eval-episodes", "10", "--target-eval-return", "195",
+                       "--runs-dir", tmp_path, "--seed", "1", timeout=480)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    best = load(only_run_dir(tmp_path) / "checkpoints" / "best.pt")
+    print(f"best evaluation mean {best['best_eval_return']:.1f} at step {best['global_step']:,}")
+    assert best["best_eval_return"] >= 195, f"best evaluation mean {best['best_eval_return']:.1f} < 195"

@@ -52,6 +52,7 @@ class DistributedNode(Trainer):
     def __init__(self, cfg: Config, explicit: set[str], world: World, settings: DistributedSettings):
         self.world, self.settings = world, settings
         self.node_optimizers, self.outbox, self.world_stop = {}, [], None
+        self.round_trips = []  # seconds per push (a local call on rank 0)
         cfg = node_config(cfg, world, settings)
         if world.rank == 0 and world.restart_count > 0 and cfg.resume is None:
             earlier = find_run_of_launch(cfg.runs_dir, world.run_id)
@@ -121,7 +122,9 @@ class DistributedNode(Trainer):
             optimizer_state = snapshot(self.optimizer.state_dict())
             self.next_optimizer_push = time.monotonic() + OPTIMIZER_PUSH_INTERVAL_S
         outbox, self.outbox = self.outbox, []
+        started = time.perf_counter()
         reply = self.transport.push(delta, steps, outbox, optimizer_state, stop_reason, final)
+        self.round_trips.append(time.perf_counter() - started)
         self.sync.complete(sent, counted, reply)
         return reply
 
@@ -175,6 +178,10 @@ class DistributedNode(Trainer):
             self.transport.shutdown(graceful=getattr(self, "all_pushed", False) and self.stop_signal is None)
 
     def _report(self, failure, step: int, saved: bool) -> int:
+        if self.round_trips:
+            trips = sorted(self.round_trips)
+            kind = "local calls" if self.world.rank == 0 else "RPC round trips"
+            print(f"node {self.world.rank}: {len(trips)} syncs; {kind}: median {1000 * trips[len(trips) // 2]:.1f} ms, max {1000 * trips[-1]:.1f} ms", flush=True)
         if self.run_dir is not None:
             return super()._report(failure, step, saved)
         if failure:
