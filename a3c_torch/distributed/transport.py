@@ -61,7 +61,9 @@ class RpcTransport:
             os.environ["TP_SOCKET_IFNAME"] = interface
         # Under torchrun the RPC store must be our own (a fresh port per restart), not the agent's.
         os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "False"
-        options = rpc.TensorPipeRpcBackendOptions(init_method=f"tcp://{self.master_addr}:{self.rpc_port}", rpc_timeout=self.timeout_s)
+        # TCP only (libuv): TensorPipe's shared-memory transport busy-polls a whole core in every
+        # process ("TP_SHM_reactor"), taking it from the workers of a node on the same machine.
+        options = rpc.TensorPipeRpcBackendOptions(init_method=f"tcp://{self.master_addr}:{self.rpc_port}", rpc_timeout=self.timeout_s, _transports=["uv"])
         # RPC's own start-up uses a deprecated Gloo call; the warning is torch's, not the user's.
         warnings.filterwarnings("ignore", message="You are using a Backend .* as a ProcessGroup")
         try:
