@@ -262,8 +262,9 @@ class Trainer:
                 failure = None if self._model_is_finite() else DIVERGED
             if failure or self.stop_signal is not None or step >= self.cfg.max_steps or self.target_reached:
                 return failure
-            if self._world_says_stop():
-                return None
+            world = self._world_says_stop()
+            if world:
+                return world if isinstance(world, tuple) else None
             workers = [p for name, p in self.processes.items() if name.startswith("worker")]
             if workers and not any(p.is_alive() for p in workers):
                 return None  # every worker finished on its own
@@ -279,7 +280,8 @@ class Trainer:
     def _on_stats(self, message) -> None:
         self.metrics.handle(message)
 
-    def _world_says_stop(self) -> bool:
+    def _world_says_stop(self):
+        """True to stop, or (what, detail) if the world failed."""
         return False
 
     def _finish_world(self) -> None:

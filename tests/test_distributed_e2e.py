@@ -77,16 +77,17 @@ def node_pid(runs_dir: Path, rank: int) -> int | None:
     return None
 
 
-def test_a_killed_node_restarts_the_world_which_resumes_from_the_checkpoint(tmp_path):
+@pytest.mark.parametrize("victim", [2, 0], ids=["a-node", "rank-0-the-server"])
+def test_a_killed_node_restarts_the_world_which_resumes_from_the_checkpoint(tmp_path, victim):
     process = subprocess.Popen(torchrun("--max-steps", "8000", "--runs-dir", tmp_path, "--checkpoint-interval", "1", "--no-evaluator", "--sync-interval", "0.5", restarts=1),
                                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         assert wait_for(lambda: checkpointed_steps(tmp_path) > 0, 150, interval=0.5), "no checkpoint before the kill"
         steps_at_kill = checkpointed_steps(tmp_path)
         assert steps_at_kill < 8000, "the run ended before the kill: raise --max-steps"
-        victim = node_pid(tmp_path, 2)
-        assert victim is not None
-        os.kill(victim, signal.SIGKILL)
+        pid = node_pid(tmp_path, victim)
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
         out, err = process.communicate(timeout=240)
     finally:
         if process.poll() is None:

@@ -86,14 +86,14 @@ class DistributedNode(Trainer):
 
     # --- start: every node begins from the global state ---
     def _create_processes(self) -> None:
-        super()._create_processes()  # the processes are created, not started: they get what we load now
-        self.sync = NodeSync(self.model.parameters(), self.global_steps, self.cfg.num_steps, self.settings.sync_updates, self.settings.sync_interval)
         reply = self.transport.pull()
+        self.start_step = reply.global_step  # before the workers' seeds are derived from it
+        super()._create_processes()  # created, not started: they get the state we load now
+        self.sync = NodeSync(self.model.parameters(), self.global_steps, self.cfg.num_steps, self.settings.sync_updates, self.settings.sync_interval)
         self.sync.start_from(reply.params, reply.global_step, reply.version)
         if reply.optimizer_state is not None and self.world.rank != 0:
             self.optimizer.load_state_dict(reply.optimizer_state)
             self.optimizer.share_memory()  # load_state_dict gives private tensors
-        self.start_step = reply.global_step
         print(f"node {self.world.rank}/{self.world.world_size}: {self.num_workers} workers, starting at global step {reply.global_step:,} (version {reply.version})", flush=True)
 
     # --- while training ---
@@ -102,13 +102,16 @@ class DistributedNode(Trainer):
         if self.world.rank != 0:
             self.outbox.append(message)  # for rank 0's TensorBoard, with the next push
 
-    def _world_says_stop(self) -> bool:
+    def _world_says_stop(self):
         if self.server is not None:
             for message in self.server.take_stats():
                 self.metrics.handle(message)
         if not self.sync.due():
             return False
-        reply = self._push()
+        try:
+            reply = self._push()
+        except RuntimeError as exc:  # RPC: rank 0 gone, timed out
+            return "sync with the parameter server", f"{type(exc).__name__}: {str(exc).strip()}"
         if reply.stop:
             self.world_stop = reply.stop
             self.metrics.say(f"node {self.world.rank}: the world is stopping ({reply.stop})")
