@@ -152,6 +152,7 @@ class DistributedNode(Trainer):
         if self.server is None:
             self.all_pushed = True
             return
+        self.server.request_stop("rank 0 stopped")  # e.g. after a crash of its own: a no-op if a reason is known
         others = set(range(1, self.world.world_size))
         wait = FINAL_PUSH_WAIT_SIGNALLED_S if self.stop_signal is not None else FINAL_PUSH_WAIT_S
         missing = self.server.wait_finished(others, wait)
