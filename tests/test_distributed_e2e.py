@@ -99,6 +99,9 @@ def test_a_killed_node_restarts_the_world_which_resumes_from_the_checkpoint(tmp_
     assert resumed_at >= steps_at_kill
     final = load(only_run_dir(tmp_path) / "checkpoints" / "latest.pt")
     assert final["global_step"] >= 8000
+    # The server's version (pushes applied) carries on across the restart too.
+    restarted_version = int(out.rsplit("node 0/3: ", 1)[1].split("(version ")[1].split(")")[0])
+    assert 0 < restarted_version < final["ps_version"]
 
 
 def test_two_nodes_learn_cartpole_like_the_single_machine_test(tmp_path):

@@ -53,6 +53,7 @@ class DistributedNode(Trainer):
         self.world, self.settings = world, settings
         self.node_optimizers, self.outbox, self.world_stop = {}, [], None
         self.round_trips = []  # seconds per push (a local call on rank 0)
+        self.server_version = 0  # pushes applied by the parameter server, across restarts
         cfg = node_config(cfg, world, settings)
         if world.rank == 0 and world.restart_count > 0 and cfg.resume is None:
             earlier = find_run_of_launch(cfg.runs_dir, world.run_id)
@@ -68,7 +69,7 @@ class DistributedNode(Trainer):
         assert len(self.param_names) == len(self.model.state_dict()), "the sync moves parameters only: the model must have no buffers"
         self.server = None
         if world.rank == 0:
-            self.server = ParameterServer(self.model.parameters(), self.start_step, self.cfg.max_steps, self.node_optimizers)
+            self.server = ParameterServer(self.model.parameters(), self.start_step, self.cfg.max_steps, self.node_optimizers, version=self.server_version)
         self.transport = RpcTransport(world.rank, world.world_size, world.master_addr, settings.rpc_port_for(world), settings.rpc_interface, settings.rpc_timeout)
         self.transport.start(self.server)
         self.next_optimizer_push = time.monotonic()  # the first sync sends it
@@ -83,6 +84,7 @@ class DistributedNode(Trainer):
     def _restore(self, checkpoint: dict) -> None:
         super()._restore(checkpoint)
         self.node_optimizers = dict(checkpoint.get("node_optimizers") or {})
+        self.server_version = int(checkpoint.get("ps_version", 0))
 
     # --- start: every node begins from the global state ---
     def _create_processes(self) -> None:
@@ -171,7 +173,7 @@ class DistributedNode(Trainer):
         return super().save(name, global_step, model_state, worker_states)
 
     def _extra_checkpoint_fields(self) -> dict:
-        return {"node_optimizers": self.node_optimizers, "ps_version": getattr(self, "server_version", 0), "world_size": self.world.world_size}
+        return {"node_optimizers": self.node_optimizers, "ps_version": self.server_version, "world_size": self.world.world_size}
 
     def run(self) -> int:
         try:

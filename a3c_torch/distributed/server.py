@@ -36,11 +36,11 @@ class SyncReply:
 
 
 class ParameterServer:
-    def __init__(self, params, global_step: int, max_steps: int, node_optimizers: Optional[dict] = None):
+    def __init__(self, params, global_step: int, max_steps: int, node_optimizers: Optional[dict] = None, version: int = 0):
         self._lock = threading.Lock()
         self._finished_changed = threading.Condition(self._lock)
         self.params = [p.detach().clone() for p in params]
-        self.version = 0
+        self.version = int(version)
         self.global_step = int(global_step)
         self.max_steps = int(max_steps)
         self.stop_reason: Optional[str] = None
