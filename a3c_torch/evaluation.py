@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import math
 import sys
 import warnings
 from pathlib import Path
@@ -23,7 +21,8 @@ from a3c_torch.checkpoint import checkpoint_in, load_checkpoint, newest_run, res
 from a3c_torch.config import Config
 from a3c_torch.envs import ATARI_FRAME_SKIP, EnvSettings, is_atari, make_env
 from a3c_torch.errors import UsageError
-from a3c_torch.evaluator import EpisodeResult, play_episodes, resolve_device, summarize
+from a3c_torch.evaluation_report import build_report, check_json_destination, format_table, write_json
+from a3c_torch.evaluator import EpisodeResult, play_episodes, resolve_device
 from a3c_torch.model import ActorCritic
 
 # Flags that only matter when games are played: `--plot` alone plays none.
@@ -253,7 +252,7 @@ def with_video(env, video_dir: str, settings: EnvSettings, checkpoint_path: Path
         return RecordVideo(env, video_dir, episode_trigger=lambda episode: True, name_prefix=prefix, fps=fps)
 
 
-# --- playing and reporting ------------------------------------------------------------------
+# --- playing ------------------------------------------------------------------
 
 
 def play(model: ActorCritic, env, args: argparse.Namespace, device: torch.device, out) -> list[EpisodeResult]:
@@ -266,89 +265,3 @@ def play(model: ActorCritic, env, args: argparse.Namespace, device: torch.device
         cut = " (cut by the time limit)" if result.truncated else ""
         print(f"episode {i + 1:>3}/{args.episodes}  return {result.episode_return:10.2f}  length {result.length:>7,}{cut}", file=out, flush=True)
     return results
-
-
-def describe_env(settings: EnvSettings) -> dict:
-    if not is_atari(settings.env_id):
-        return {"env_id": settings.env_id, "atari": False}
-    return {
-        "env_id": settings.env_id,
-        "atari": True,
-        "repeat_action_probability": settings.repeat_action_probability,
-        "frame_skip": ATARI_FRAME_SKIP,
-        "screen_size": settings.screen_size,
-        "full_action_space": settings.full_action_space,
-    }
-
-
-def build_report(results, checkpoint_path: Path, checkpoint: dict, settings: EnvSettings, args, device: torch.device) -> dict:
-    return {
-        **summarize(results),
-        "lengths": [r.length for r in results],
-        "checkpoint": str(checkpoint_path),
-        "global_step": int(checkpoint["global_step"]),
-        "env_settings": describe_env(settings),
-        "greedy": bool(args.greedy),
-        "device": str(device),
-        "seed": args.seed,
-    }
-
-
-def format_table(report: dict) -> str:
-    env = report["env_settings"]
-    rows = [
-        ("checkpoint", report["checkpoint"]),
-        ("global step", f"{report['global_step']:,}"),
-        ("env id", env["env_id"]),
-    ]
-    if env["atari"]:
-        rows += [
-            ("sticky actions", f"{env['repeat_action_probability']:g}"),
-            ("frame skip", str(env["frame_skip"])),
-            ("screen size", f"{env['screen_size']}x{env['screen_size']}"),
-            ("action space", "full (18 actions)" if env["full_action_space"] else "minimal (the game's own)"),
-        ]
-    last_seed = report["seed"] + report["episodes"] - 1
-    rows += [
-        ("policy", f"{'greedy (argmax)' if report['greedy'] else 'sampling'} on {report['device']}"),
-        ("episodes", f"{report['episodes']} (seeds {report['seed']}..{last_seed})"),
-        ("mean return", number(report["mean"])),
-        ("std", number(report["std"])),
-        ("median", number(report["median"])),
-        ("min", number(report["min"])),
-        ("max", number(report["max"])),
-        ("mean length", f"{report['mean_length']:,.1f} steps"),
-        ("time-limit cuts", f"{report['truncated']} of {report['episodes']}"),
-    ]
-    width = max(len(name) for name, _ in rows)
-    return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
-
-
-def number(value: float) -> str:
-    return f"{value:,.2f}" if math.isfinite(value) else str(value)
-
-
-def check_json_destination(destination: str) -> None:
-    if destination == "-":
-        return
-    path = Path(destination)
-    if path.is_dir():
-        raise UsageError(f"{path}: --json needs a file name, and this is a directory")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot create the folder for the JSON results: {exc.strerror or exc}") from None
-
-
-def write_json(report: dict, destination: str) -> None:
-    text = json.dumps(report, indent=2) + "\n"
-    if destination == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    path = Path(destination)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot write the JSON results: {exc.strerror or exc}") from None
