@@ -40,6 +40,7 @@ class Config:
     # --- algorithm ---
     num_steps: int = _setting(20, "rollout length: steps each worker plays between two updates")
     lr: Optional[float] = _setting(None, "learning rate (default: 1e-4 for adam, 7e-4 for rmsprop)")
+    lr_schedule: str = _setting("constant", "learning-rate schedule: constant, or linear from --lr at step 0 down to 0 at --max-steps (the A3C paper's annealing; it follows the global step, so a run resumed with a larger --max-steps goes on along the new line)", choices=("constant", "linear"))
     optimizer: str = _setting("adam", "shared optimizer: adam (SharedAdam) or rmsprop (the paper's shared RMSProp, alpha 0.99, eps 0.1)", choices=("adam", "rmsprop"))
     gamma: float = _setting(0.99, "discount factor")
     gae_lambda: float = _setting(1.0, "GAE lambda (1.0 gives the paper's n-step returns)")

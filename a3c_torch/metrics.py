@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import deque
+from typing import Callable
 
 import numpy as np
 from torch.utils.tensorboard import SummaryWriter
@@ -18,12 +19,12 @@ LOSS_TAGS = ("losses/policy_loss", "losses/value_loss", "losses/entropy", "losse
 
 
 class Metrics:
-    def __init__(self, run_dir, config: dict, start_step: int, max_steps: int, learning_rate: float, log_interval: float, resumed: bool, sps_window: float = 1.0):
+    def __init__(self, run_dir, config: dict, start_step: int, max_steps: int, learning_rate: Callable[[int], float], log_interval: float, resumed: bool, sps_window: float = 1.0):
         # purge_step drops events a killed run wrote after its last checkpoint, so resumed
         # curves continue from the checkpoint instead of doubling back.
         # No run directory (a distributed node other than rank 0): progress only, no event files.
         self.writer = SummaryWriter(str(run_dir), purge_step=start_step if resumed else None) if run_dir is not None else _NoEvents()
-        self.learning_rate = learning_rate
+        self.learning_rate = learning_rate  # of the global step (a schedule may change it)
         self.recent_returns: deque = deque(maxlen=100)
         self.episodes = 0
         self.skipped_updates = 0
@@ -76,7 +77,7 @@ class Metrics:
         sps = (global_step - self._last_step) / elapsed
         self._last_time, self._last_step = now, global_step
         self.writer.add_scalar("charts/SPS", sps, global_step)
-        self.writer.add_scalar("charts/learning_rate", self.learning_rate, global_step)
+        self.writer.add_scalar("charts/learning_rate", self.learning_rate(global_step), global_step)
         mean_return = float(np.mean(self.recent_returns)) if self.recent_returns else float("nan")
         if self.interactive:
             self.bar.update(global_step - self.bar.n)

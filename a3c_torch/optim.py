@@ -33,7 +33,12 @@ class _SharedState:
     def load_state_dict(self, state_dict):
         # torch's load_state_dict builds new (private) tensors: put them back into shared memory.
         # Call it before the workers start; they hold the tensors that exist when they are spawned.
+        # It also restores the saved learning rate: the one this optimizer was built with (the
+        # run's --lr now, e.g. a lower one given on resume) must win, so it is put back.
+        learning_rates = [group["lr"] for group in self.param_groups]
         super().load_state_dict(state_dict)
+        for group, lr in zip(self.param_groups, learning_rates):
+            group["lr"] = lr
         self.share_memory()
 
 
@@ -81,6 +86,25 @@ def make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
     if name == "rmsprop":
         return SharedRMSprop(params, lr=lr)
     raise ValueError(f"unknown optimizer {name!r}")
+
+
+LR_SCHEDULES = ("constant", "linear")
+
+
+def scheduled_lr(base_lr: float, schedule: str, global_step: int, max_steps: int) -> float:
+    """The learning rate at `global_step`: constant, or linear from base_lr down to 0 at max_steps."""
+    if schedule == "constant":
+        return base_lr
+    if schedule == "linear":
+        return base_lr * max(0.0, 1.0 - global_step / max_steps)
+    raise ValueError(f"unknown learning-rate schedule {schedule!r}")
+
+
+def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    # Each worker holds its own copy of param_groups (only the state tensors are shared), so
+    # every worker sets the rate it steps with.
+    for group in optimizer.param_groups:
+        group["lr"] = lr
 
 
 def hand_off_gradients(local_model: torch.nn.Module, shared_model: torch.nn.Module) -> None:

@@ -23,7 +23,7 @@ from a3c_torch.envs import EnvSettings, make_env
 from a3c_torch.faults import FaultPlan
 from a3c_torch.losses import LossTerms, a3c_loss, gae, next_state_values
 from a3c_torch.model import ActorCritic, State, sample_action
-from a3c_torch.optim import hand_off_gradients
+from a3c_torch.optim import hand_off_gradients, scheduled_lr, set_learning_rate
 from a3c_torch.processes import parent_alive, run_child, setup_child
 from a3c_torch.worker_state import capture_worker, pack, restore_worker
 
@@ -159,6 +159,8 @@ def _work(rank, cfg, shared_model, optimizer, global_steps, stop_event, stats_qu
         copy_weights(shared_model, local_model)
         rollout = collector.collect(local_model, cfg.num_steps)
         terms = rollout_loss(local_model, rollout, cfg.gamma, cfg.gae_lambda, cfg.value_loss_coef, cfg.entropy_coef)
+        if cfg.lr_schedule != "constant":
+            set_learning_rate(optimizer, scheduled_lr(cfg.learning_rate, cfg.lr_schedule, global_steps.value, cfg.max_steps))
         applied, grad_norm = apply_update(local_model, shared_model, optimizer, faults.on_update(terms.total, shared_model), cfg.max_grad_norm)
         if applied:
             consecutive_skips = 0

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from a3c_torch.optim import SharedAdam, SharedRMSprop, hand_off_gradients
+from a3c_torch.optim import SharedAdam, SharedRMSprop, hand_off_gradients, scheduled_lr
 
 
 def small_model(seed=0):
@@ -152,3 +152,22 @@ def test_finiteness_of_live_shared_weights_is_checked_on_a_snapshot():
         stop.value = True
         writer.join(timeout=30)
     assert snapshot_false_alarms == 0
+
+
+@pytest.mark.parametrize("cls", [SharedAdam, SharedRMSprop])
+def test_load_state_dict_keeps_the_learning_rate_it_was_built_with(cls):
+    """A run resumed with a new --lr must train with it, not with the lr saved in the checkpoint."""
+    saved = cls(small_model().parameters(), lr=1e-4).state_dict()
+    optimizer = cls(small_model().parameters(), lr=3e-5)
+    optimizer.load_state_dict(saved)
+    assert [group["lr"] for group in optimizer.param_groups] == [3e-5]
+
+
+def test_scheduled_learning_rates():
+    assert scheduled_lr(1e-3, "constant", 900, 1000) == 1e-3
+    assert scheduled_lr(1e-3, "linear", 0, 1000) == 1e-3
+    assert scheduled_lr(1e-3, "linear", 250, 1000) == pytest.approx(7.5e-4)
+    assert scheduled_lr(1e-3, "linear", 1000, 1000) == 0.0
+    assert scheduled_lr(1e-3, "linear", 1040, 1000) == 0.0, "the last rollouts past --max-steps do not go negative"
+    with pytest.raises(ValueError):
+        scheduled_lr(1e-3, "cosine", 0, 1000)

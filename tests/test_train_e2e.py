@@ -28,7 +28,8 @@ def test_pong_run_leaves_a_complete_run_directory_and_resume_continues(tmp_path)
     for tag in ("charts/SPS", "charts/learning_rate", "losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/grad_norm"):
         assert tag in tags, f"missing {tag}: {sorted(tags)}"
 
-    result = run_command("train.py", "--resume", run_dir, "--max-steps", "5000")
+    # A new --lr and a schedule given on resume apply (torch's load_state_dict would restore the old lr).
+    result = run_command("train.py", "--resume", run_dir, "--max-steps", "5000", "--lr", "5e-5", "--lr-schedule", "linear")
     assert result.returncode == 0, result.stderr
     assert only_run_dir(tmp_path) == run_dir, "resume continues in the same run directory"
     resumed = load(run_dir / "checkpoints" / "latest.pt")
@@ -37,6 +38,9 @@ def test_pong_run_leaves_a_complete_run_directory_and_resume_continues(tmp_path)
     assert steps[0] < first_steps < steps[-1], "TensorBoard curves continue after the resume"
     optimizer_steps = [s["step"] for s in resumed["optimizer"]["state"].values()]
     assert all(a > b for a, b in zip(optimizer_steps, (s["step"] for s in checkpoint["optimizer"]["state"].values()))), "optimizer state carried on"
+    assert resumed["config"]["lr"] == 5e-5 and resumed["optimizer"]["param_groups"][0]["lr"] == 5e-5
+    logged = [(e.step, e.value) for e in scalar_tags(run_dir)["charts/learning_rate"] if e.step > first_steps]
+    assert logged and all(value == pytest.approx(5e-5 * (1 - step / 5000), rel=1e-4) for step, value in logged), logged
 
 
 def test_cartpole_run_with_evaluator_writes_eval_tags_and_best(tmp_path):

@@ -115,3 +115,29 @@ def test_weight_copy_is_complete():
     assert not list(source.buffers()), "a buffer was added: copy_weights must copy buffers too"
     copy_weights(source, target)
     assert all(torch.equal(a, b) for a, b in zip(source.state_dict().values(), target.state_dict().values()))
+
+
+@pytest.mark.parametrize("schedule", ["constant", "linear"])
+def test_the_worker_steps_with_the_scheduled_learning_rate(schedule, monkeypatch):
+    """The real worker loop (in this process) on CartPole: each update's lr follows the schedule."""
+    import os
+    import queue
+
+    import torch.multiprocessing as mp
+
+    from a3c_torch import worker
+    from a3c_torch.config import Config
+    from a3c_torch.processes import StepCounter, StopFlag
+
+    monkeypatch.setattr(worker, "setup_child", lambda parent_pid: None)  # signals stay pytest's
+    cfg = Config(env_id="CartPole-v1", num_processes=1, max_steps=200, lr=1e-3, lr_schedule=schedule)
+    shared = ActorCritic((4,), 2, cfg.hidden_size)
+    shared.share_memory()
+    optimizer = SharedAdam(shared.parameters(), lr=cfg.lr)
+    global_steps, seen = StepCounter(mp.get_context("spawn")), []
+    step = optimizer.step
+    monkeypatch.setattr(optimizer, "step", lambda: (seen.append((global_steps.value, optimizer.param_groups[0]["lr"])), step()))
+    worker._work(0, cfg, shared, optimizer, global_steps, StopFlag(mp.get_context("spawn")), queue.Queue(), os.getppid(), None, None)
+    assert [s for s, _ in seen] == list(range(0, 200, 20)), "one update per 20-step rollout"
+    expected = [1e-3 if schedule == "constant" else 1e-3 * (1 - s / 200) for s, _ in seen]
+    assert [lr for _, lr in seen] == pytest.approx(expected)
