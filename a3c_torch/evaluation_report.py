@@ -64,6 +64,7 @@ def format_table(report: dict) -> str:
         ("episodes", f"{report['episodes']} (seeds {report['seed']}..{last_seed})"),
         ("mean return", number(report["mean"])),
         ("std", number(report["std"])),
+        ("std error of mean", number(report["standard_error"]) if report["standard_error"] is not None else "n/a (one game)"),
         ("median", number(report["median"])),
         ("min", number(report["min"])),
         ("max", number(report["max"])),

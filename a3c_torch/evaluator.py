@@ -69,6 +69,8 @@ def summarize(results: list[EpisodeResult]) -> dict:
         "episodes": len(results),
         "mean": float(returns.mean()),
         "std": float(returns.std()),
+        # How far the mean itself may be off: 10 games of Pong with a std of 3 give about 1.
+        "standard_error": float(returns.std(ddof=1) / np.sqrt(len(returns))) if len(returns) > 1 else None,
         "median": float(np.median(returns)),
         "min": float(returns.min()),
         "max": float(returns.max()),

@@ -98,7 +98,7 @@ def test_no_arguments_evaluates_the_newest_runs_best_checkpoint(runs):
     assert table_value(out, "global step") == "50"
     assert table_value(out, "env id") == "CartPole-v1"
     assert table_value(out, "episodes").startswith("10 ")
-    for row in ("mean return", "std", "median", "min", "max"):
+    for row in ("mean return", "std", "std error of mean", "median", "min", "max"):
         assert math.isfinite(float(table_value(out, row).replace(",", "")))
     assert table_value(out, "time-limit cuts") == "0 of 10"
     assert "sampling on cpu" in table_value(out, "policy")
@@ -113,6 +113,7 @@ def test_json_file_holds_the_summary_and_what_was_evaluated(runs, tmp_path):
     assert report["episodes"] == 3 and len(report["returns"]) == 3 and len(report["lengths"]) == 3
     assert math.isfinite(report["mean"]) and report["mean"] == pytest.approx(np.mean(report["returns"]))
     assert report["min"] <= report["median"] <= report["max"]
+    assert report["standard_error"] == pytest.approx(np.std(report["returns"], ddof=1) / np.sqrt(3))
     assert report["checkpoint"].endswith("best.pt") and report["global_step"] == 50
     assert report["env_settings"] == {"env_id": "CartPole-v1", "atari": False}
     assert report["greedy"] is False and report["device"] == "cpu" and report["seed"] == 7
@@ -307,3 +308,12 @@ def test_play_episodes_plays_a_whole_pong_game(one_thread):
     assert math.isfinite(game.episode_return) and -21 <= game.episode_return <= 21
     assert game.episode_return == int(game.episode_return) and abs(game.episode_return) > 1
     assert game.length > 100 and not game.truncated
+
+
+def test_the_summary_gives_the_standard_error_of_the_mean():
+    from a3c_torch.evaluator import EpisodeResult, summarize
+
+    summary = summarize([EpisodeResult(r, 100, False) for r in (10.0, 14.0, 18.0, 14.0)])
+    assert summary["mean"] == 14.0
+    assert summary["standard_error"] == pytest.approx(np.sqrt(32 / 3) / 2)  # sample std / sqrt(4)
+    assert summarize([EpisodeResult(5.0, 100, False)])["standard_error"] is None, "one game has none"
