@@ -128,9 +128,6 @@ class Trainer:
     def _new_run_dir(self):
         return create_run_dir(self.cfg)
 
-    def _learning_rate_at(self, global_step: int) -> float:
-        return scheduled_lr(self.cfg.learning_rate, self.cfg.lr_schedule, global_step, self.cfg.max_steps)
-
     def _restore(self, checkpoint: dict) -> None:
         try:
             self.model.load_state_dict(checkpoint["model"])
@@ -209,7 +206,7 @@ class Trainer:
         self._create_processes()
         self.started = time.monotonic()
         try:
-            self.metrics = Metrics(self.run_dir, cfg.to_dict(), self.start_step, cfg.max_steps, self._learning_rate_at, cfg.log_interval, resumed=cfg.resume is not None, sps_window=self.sps_window)
+            self.metrics = Metrics(self.run_dir, cfg.to_dict(), self.start_step, cfg.max_steps, lambda step: scheduled_lr(cfg.learning_rate, cfg.lr_schedule, step, cfg.max_steps), cfg.log_interval, resumed=cfg.resume is not None, sps_window=self.sps_window)
         except OSError as exc:
             raise UsageError(f"{self.run_dir}: cannot write TensorBoard events there ({exc.strerror or exc})") from None
         if self.run_dir is not None:
