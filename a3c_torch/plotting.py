@@ -8,6 +8,7 @@ worker, so they are drawn faint with a moving average on top. Evaluation returns
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -38,7 +39,16 @@ def read_scalars(run_dir: str | os.PathLike, tags=PLOTTED_TAGS) -> dict[str, Ser
         raise UsageError(f"{run_dir}: no TensorBoard event files (events.out.tfevents.*) in this directory")
     # size_guidance 0 keeps every point; the default keeps a random sample of long series.
     accumulator = EventAccumulator(str(run_dir), size_guidance={SCALARS: 0})
-    accumulator.Reload()
+    # A resumed run's events carry a purge step (metrics.py), so the points that a killed run
+    # logged after its last checkpoint are dropped. That is intended, but tensorboard warns about
+    # it on stderr as if something were wrong, once per resume.
+    tensorboard_logger = logging.getLogger("tensorboard")
+    level = tensorboard_logger.level
+    tensorboard_logger.setLevel(logging.ERROR)
+    try:
+        accumulator.Reload()
+    finally:
+        tensorboard_logger.setLevel(level)
     logged = set(accumulator.Tags().get("scalars", []))
     series = {}
     for tag in tags:

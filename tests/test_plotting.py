@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -101,3 +102,18 @@ def test_std_band_needs_a_std_for_every_evaluation():
     steps = np.array([10, 20])
     assert std_at(steps, (np.array([10, 20]), np.array([1.0, 2.0]))).tolist() == [1.0, 2.0]
     assert std_at(steps, (np.array([10]), np.array([1.0]))) is None
+
+
+def test_a_resumed_runs_purged_points_are_dropped_without_a_warning(tmp_path, caplog):
+    """Like a run killed at step 500 after a checkpoint at 300, then resumed (purge_step=300)."""
+    with SummaryWriter(str(tmp_path)) as writer:
+        for step in range(0, 600, 100):
+            writer.add_scalar(TRAIN_RETURN, 1.0, step)
+    with SummaryWriter(str(tmp_path), purge_step=300) as writer:
+        for step in range(300, 700, 100):
+            writer.add_scalar(TRAIN_RETURN, 2.0, step)
+    caplog.set_level(logging.WARNING)  # what a user's terminal shows
+    steps, values = read_scalars(tmp_path)[TRAIN_RETURN]
+    assert steps.tolist() == [0, 100, 200, 300, 400, 500, 600]
+    assert values.tolist() == [1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0]
+    assert "Purging" not in caplog.text
