@@ -88,9 +88,6 @@ def make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
     raise ValueError(f"unknown optimizer {name!r}")
 
 
-LR_SCHEDULES = ("constant", "linear")
-
-
 def scheduled_lr(base_lr: float, schedule: str, global_step: int, max_steps: int) -> float:
     """The learning rate at `global_step`: constant, or linear from base_lr down to 0 at max_steps."""
     if schedule == "constant":
