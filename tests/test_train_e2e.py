@@ -40,7 +40,7 @@ def test_pong_run_leaves_a_complete_run_directory_and_resume_continues(tmp_path)
     assert all(a > b for a, b in zip(optimizer_steps, (s["step"] for s in checkpoint["optimizer"]["state"].values()))), "optimizer state carried on"
     assert resumed["config"]["lr"] == 5e-5 and resumed["optimizer"]["param_groups"][0]["lr"] == 5e-5
     logged = [(e.step, e.value) for e in scalar_tags(run_dir)["charts/learning_rate"] if e.step > first_steps]
-    assert logged and all(value == pytest.approx(5e-5 * (1 - step / 5000), rel=1e-4) for step, value in logged), logged
+    assert logged and all(value == pytest.approx(5e-5 * max(0.0, 1 - step / 5000), rel=1e-4) for step, value in logged), logged
 
 
 def test_cartpole_run_with_evaluator_writes_eval_tags_and_best(tmp_path):
