@@ -17,6 +17,7 @@ import ale_py
 import gymnasium as gym
 import numpy as np
 
+from a3c_torch.config import Config
 from a3c_torch.errors import UsageError
 
 # Every spawned child imports this module, so every process has the ALE ids registered.
@@ -31,9 +32,10 @@ class EnvSettings:
     """What make_env needs; a subset of Config so evaluation can rebuild it from a checkpoint."""
 
     env_id: str
-    screen_size: int = 42
-    repeat_action_probability: float = 0.25
-    full_action_space: bool = False
+    # The training defaults, so a benchmark or test that builds an env by hand sees what train.py sees.
+    screen_size: int = Config.screen_size
+    repeat_action_probability: float = Config.repeat_action_probability
+    full_action_space: bool = Config.full_action_space
 
     @classmethod
     def from_config(cls, cfg) -> "EnvSettings":

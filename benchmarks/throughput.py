@@ -3,7 +3,8 @@
 What it measures
 ----------------
 (a) Emulator ceiling. The training env stack (`make_env(EnvSettings(env_id), train=True)`: ALE with
-    sticky actions, AtariPreprocessing with frame-skip 4 and 42x42 grayscale, episode statistics,
+    sticky actions, AtariPreprocessing with frame-skip 4 and the default
+    --screen-size (84x84) grayscale, episode statistics,
     life-loss terminals, FIRE on reset, reward clipping) driven by a random policy in one process:
     agent steps/s on one core. Then the same in N processes at once (N = --max-processes), which
     gives the per-core speed when every core is busy (shared caches, memory bandwidth, turbo).
@@ -54,6 +55,7 @@ Run
     .venv/bin/python benchmarks/throughput.py                       # Pong, 1..cpu_count workers, 30 s each
     .venv/bin/python benchmarks/throughput.py --seconds 15 --max-processes 2 --json /tmp/tp.json
     .venv/bin/python benchmarks/throughput.py --env-id ALE/Breakout-v5 --no-emulator-parallel
+    .venv/bin/python benchmarks/throughput.py --screen-size 42 --max-processes 2   # the smaller input
 
 The numbers are only comparable between runs on an otherwise idle machine; look at "other load".
 """
@@ -83,15 +85,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+from a3c_torch.config import Config  # noqa: E402
+
 STEP_LINE = re.compile(r"^step ([\d,]+)/")
 
 
 # --------------------------------------------------------------------------- emulator
-def emulator_run(env_id: str, seconds: float, warmup: float, seed: int) -> dict:
+def emulator_run(env_id: str, screen_size: int, seconds: float, warmup: float, seed: int) -> dict:
     """Random policy on the training env stack; steps counted after `warmup` seconds."""
     from a3c_torch.envs import EnvSettings, make_env
 
-    env = make_env(EnvSettings(env_id), seed=seed, train=True)
+    env = make_env(EnvSettings(env_id, screen_size=screen_size), seed=seed, train=True)
     env.reset(seed=seed)
 
     def play(duration: float) -> int:
@@ -113,10 +117,10 @@ def emulator_run(env_id: str, seconds: float, warmup: float, seed: int) -> dict:
     return {"steps": steps, "wall_s": wall, "cpu_s": cpu, "sps": steps / wall, "steps_per_cpu_s": steps / cpu}
 
 
-def emulator_parallel(env_id: str, processes: int, seconds: float, warmup: float) -> list[dict]:
+def emulator_parallel(env_id: str, screen_size: int, processes: int, seconds: float, warmup: float) -> list[dict]:
     ctx = mp.get_context("spawn")
     with ctx.Pool(processes) as pool:
-        return pool.starmap(emulator_run, [(env_id, seconds, warmup, 100 + i) for i in range(processes)])
+        return pool.starmap(emulator_run, [(env_id, screen_size, seconds, warmup, 100 + i) for i in range(processes)])
 
 
 # --------------------------------------------------------------------------- /proc accounting
@@ -185,7 +189,7 @@ def measure_training(processes: int, args) -> dict:
     runs_dir = tempfile.mkdtemp(prefix="a3c-throughput-")
     cmd = [
         sys.executable, str(ROOT / "train.py"),
-        "--env-id", args.env_id, "--no-evaluator", "--num-processes", str(processes),
+        "--env-id", args.env_id, "--screen-size", str(args.screen_size), "--no-evaluator", "--num-processes", str(processes),
         "--max-steps", str(10**12), "--runs-dir", runs_dir, "--exp-name", "throughput",
         "--log-interval", "1", "--checkpoint-interval", "86400", "--seed", str(args.seed),
     ]  # fmt: skip
@@ -255,7 +259,7 @@ def measure_training(processes: int, args) -> dict:
 def print_report(result: dict) -> None:
     emu = result["emulator"]
     single = emu["single"]
-    print(f"\n{result['env_id']}  ({result['machine']['cpu_count']} CPUs, {result['machine']['processor']}, python {result['machine']['python']})")
+    print(f"\n{result['env_id']}, {result['settings']['screen_size']}x{result['settings']['screen_size']}  ({result['machine']['cpu_count']} CPUs, {result['machine']['processor']}, python {result['machine']['python']})")
     print(f"load average at start: {result['machine']['loadavg_start']}, at end: {result['machine']['loadavg_end']}")
     print("\nEmulator + training preprocessing, random policy (agent steps/s; frames/s = 4x):")
     print(f"  1 process : {single['sps']:8.0f} steps/s  ({1e6 / single['sps']:.0f} us/step), {single['steps_per_cpu_s']:.0f} steps per CPU-s, CPU share {single['cpu_s'] / single['wall_s']:.2f}")
@@ -284,6 +288,7 @@ def print_report(result: dict) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--env-id", default="ALE/Pong-v5")
+    parser.add_argument("--screen-size", type=int, default=Config.screen_size, help="Atari frame size, for the emulator and the trainer (train.py's default)")
     parser.add_argument("--max-processes", type=int, default=os.cpu_count() or 1, help="measure training with 1..MAX_PROCESSES workers")
     parser.add_argument("--seconds", type=float, default=30.0, help="measurement window per training run")
     parser.add_argument("--warmup", type=float, default=5.0, help="seconds skipped after the step counter starts moving")
@@ -303,10 +308,10 @@ def main() -> int:
         "training": [],
     }
     print(f"emulator alone, 1 process, {args.emulator_seconds:.0f} s ...", flush=True)
-    result["emulator"]["single"] = emulator_run(args.env_id, args.emulator_seconds, args.emulator_warmup, seed=100)
+    result["emulator"]["single"] = emulator_run(args.env_id, args.screen_size, args.emulator_seconds, args.emulator_warmup, seed=100)
     if args.emulator_parallel and args.max_processes > 1:
         print(f"emulator alone, {args.max_processes} processes at once, {args.emulator_seconds:.0f} s ...", flush=True)
-        result["emulator"]["parallel"] = emulator_parallel(args.env_id, args.max_processes, args.emulator_seconds, args.emulator_warmup)
+        result["emulator"]["parallel"] = emulator_parallel(args.env_id, args.screen_size, args.max_processes, args.emulator_seconds, args.emulator_warmup)
     for n in range(1, args.max_processes + 1):
         print(f"training with {n} worker process{'es' if n > 1 else ''}: warm-up {args.warmup:.0f} s + {args.seconds:.0f} s ...", flush=True)
         row = measure_training(n, args)

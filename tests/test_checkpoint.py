@@ -226,7 +226,7 @@ def test_a_restored_worker_continues_exactly(env_id):
 
 def test_the_worker_state_loads_with_weights_only(tmp_path):
     env = make_env(EnvSettings("ALE/Pong-v5"), seed=1)
-    collector = RolloutCollector(env, ActorCritic((42, 42), 6, hidden_size=16), seed=1)
+    collector = RolloutCollector(env, ActorCritic(env.observation_space.shape, 6, hidden_size=16), seed=1)
     save_checkpoint(tmp_path / "c.pt", {**payload(), "worker_states": {0: capture_worker(env, collector)}})
     state = load_checkpoint(tmp_path / "c.pt")["worker_states"][0]
     assert state["env"]["layers"][0] == "ClipReward" and state["lstm"][0].shape == (1, 16)
