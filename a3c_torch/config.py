@@ -30,7 +30,7 @@ def _setting(default, help, **kwargs):
 class Config:
     # --- environment ---
     env_id: str = _setting("ALE/Breakout-v5", "gymnasium env id: an Atari game (ALE/Pong-v5, ...) or a vector-observation env (CartPole-v1, ...)")
-    screen_size: int = _setting(84, "Atari frames are resized to SCREEN_SIZE x SCREEN_SIZE grayscale (84 keeps Pong's ball visible; 42 runs about twice as fast but learned Pong far more slowly in our runs)")
+    screen_size: int = _setting(84, "Atari frames are resized to SCREEN_SIZE x SCREEN_SIZE grayscale (84 keeps Pong's ball visible; 42 trains about 1.7x as fast but learned Pong about 3x more slowly per step in our runs)")
     repeat_action_probability: float = _setting(0.25, "sticky actions: chance the emulator repeats the previous action (0.25 is the ALE v5 protocol, 0 turns them off)")
     full_action_space: bool = _setting(False, "use all 18 Atari actions instead of the game's minimal set", flag="--full-action-space")
     # --- processes ---

@@ -3,9 +3,9 @@
 What it measures
 ----------------
 (a) Emulator ceiling. The training env stack (`make_env(EnvSettings(env_id), train=True)`: ALE with
-    sticky actions, AtariPreprocessing with frame-skip 4 and the default
-    --screen-size (84x84) grayscale, episode statistics,
-    life-loss terminals, FIRE on reset, reward clipping) driven by a random policy in one process:
+    sticky actions, AtariPreprocessing with frame-skip 4 and --screen-size grayscale (default: train.py's,
+    84x84), episode statistics, life-loss terminals, FIRE on reset, reward clipping) driven by a
+    random policy in one process:
     agent steps/s on one core. Then the same in N processes at once (N = --max-processes), which
     gives the per-core speed when every core is busy (shared caches, memory bandwidth, turbo).
     Each process warms up for --emulator-warmup seconds, then counts steps for --emulator-seconds.
@@ -84,9 +84,9 @@ from pathlib import Path  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 from a3c_torch.config import Config  # noqa: E402
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 STEP_LINE = re.compile(r"^step ([\d,]+)/")
 
 
