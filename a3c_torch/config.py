@@ -19,7 +19,9 @@ from a3c_torch.errors import UsageError
 OPTIMIZER_DEFAULT_LR = {"adam": 1e-4, "rmsprop": 7e-4}
 
 # Settings that define the model and the optimizer's state layout: a resumed run must keep them.
-IDENTITY_FIELDS = ("env_id", "screen_size", "hidden_size", "full_action_space", "optimizer")
+IDENTITY_FIELDS = ("env_id", "screen_size", "model", "hidden_size", "full_action_space", "optimizer")
+# What a run's config means when it was written before the setting existed (older checkpoints).
+LEGACY_VALUES = {"model": "universe", "envs_per_process": 1}
 
 
 def _setting(default, help, **kwargs):
@@ -33,8 +35,10 @@ class Config:
     screen_size: int = _setting(84, "Atari frames are resized to SCREEN_SIZE x SCREEN_SIZE grayscale (84 keeps Pong's ball visible; 42 trains about 1.7x as fast but learned Pong about 3x more slowly per step in our runs)")
     repeat_action_probability: float = _setting(0.25, "sticky actions: chance the emulator repeats the previous action (0.25 is the ALE v5 protocol, 0 turns them off)")
     full_action_space: bool = _setting(False, "use all 18 Atari actions instead of the game's minimal set", flag="--full-action-space")
+    model: str = _setting("a3c", "conv trunk for Atari frames: a3c (the A3C paper's: conv 16 8x8/4, conv 32 4x4/2, FC 256, ReLU; Mnih et al. 2016) or universe (4x conv 32 3x3/2, ELU; about 3x the network time per step)", choices=("a3c", "universe"))
     # --- processes ---
     num_processes: int = _setting(os.cpu_count() or 1, "number of Hogwild worker processes (one per CPU core is the intended use)")
+    envs_per_process: int = _setting(4, "envs each worker plays side by side, one batched forward for all of them and one update per rollout of K x NUM_STEPS steps (1 is the A3C paper's worker; more envs amortise the network's per-call cost)")
     max_steps: int = _setting(10_000_000, "stop after this many agent steps, summed over all workers (Atari frames = steps x 4)")
     start_method: str = _setting("spawn", "multiprocessing start method (spawn is the safe choice with CUDA and OpenMP)", choices=("spawn", "forkserver", "fork"))
     # --- algorithm ---
@@ -72,12 +76,12 @@ class Config:
     @classmethod
     def from_dict(cls, values: dict) -> "Config":
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in values.items() if k in known})
+        return cls(**{**LEGACY_VALUES, **{k: v for k, v in values.items() if k in known}})
 
 
 def validate(cfg: Config) -> None:
     """Reject values that cannot work, with one line that names the flag."""
-    positive_ints = ("num_processes", "max_steps", "num_steps", "screen_size", "hidden_size", "eval_episodes")
+    positive_ints = ("num_processes", "envs_per_process", "max_steps", "num_steps", "screen_size", "hidden_size", "eval_episodes")
     for name in positive_ints:
         if getattr(cfg, name) <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(cfg, name)}")
@@ -100,6 +104,8 @@ def validate(cfg: Config) -> None:
     for name in ("entropy_coef", "value_loss_coef"):
         if not 0 <= getattr(cfg, name) < math.inf:  # written so that NaN fails too
             raise UsageError(f"--{name.replace('_', '-')} must be a finite number >= 0, got {getattr(cfg, name)}")
+    if cfg.model == "a3c" and cfg.screen_size < 20:  # its 8x8/4 and 4x4/2 convolutions need 20 pixels
+        raise UsageError(f"--screen-size must be at least 20 for --model a3c, got {cfg.screen_size}")
     if "/" in cfg.exp_name or not cfg.exp_name:
         raise UsageError(f"--exp-name must be a non-empty name without '/', got {cfg.exp_name!r}")
 

@@ -2,10 +2,16 @@
 
 Training stack (Atari):  ALE (frameskip=1, sticky actions) -> AtariPreprocessing (noop starts,
 frame-skip 4 with max-pooling, grayscale, resize) -> RecordEpisodeStatistics (the raw game score)
--> LifeLossTerminal (learner sees a life loss as terminal) -> FireOnReset -> clip rewards to [-1, 1].
+-> FireOnReset (games that wait for FIRE) -> LifeLossTerminal (learner sees a life loss as
+terminal) -> clip rewards to [-1, 1].
 
-Evaluation stack (Atari): the same up to RecordEpisodeStatistics, nothing after it: full games,
-raw rewards. Vector envs (CartPole, Acrobot, ...) get RecordEpisodeStatistics only.
+Evaluation stack (Atari): the same up to FireOnReset, nothing after it: full games, raw rewards.
+
+FIRE protocol, the same in both stacks: FIRE is pressed once when a game starts (a real reset),
+never after a lost life; relaunching the ball after a lost life is the agent's own action. (With
+FIRE after every lost life in training only, an agent never learns to press it, and its greedy
+evaluation games stalled until ALE's 108,000-frame limit.)
+Vector envs (CartPole, Acrobot, ...) get RecordEpisodeStatistics only.
 """
 
 from __future__ import annotations
@@ -98,7 +104,8 @@ class LifeLossTerminal(gym.Wrapper):
 
 
 class FireOnReset(gym.Wrapper):
-    """Presses FIRE after reset, for games that wait for it (Breakout launches the ball with it)."""
+    """Presses FIRE after a game's reset, for games that wait for it (Breakout launches the ball
+    with it). It sits below LifeLossTerminal, so the reset after a lost life does not reach it."""
 
     def reset(self, **kwargs):
         self.env.reset(**kwargs)
@@ -142,10 +149,10 @@ def make_env(settings: EnvSettings, seed: int | None = None, train: bool = True,
             grayscale_obs=True,
         )
         env = gym.wrappers.RecordEpisodeStatistics(env)
+        if needs_fire(env):
+            env = FireOnReset(env)
         if train:
             env = LifeLossTerminal(env)
-            if needs_fire(env):
-                env = FireOnReset(env)
             env = ClipReward(env)
     else:
         env = gym.make(settings.env_id, render_mode=render_mode)

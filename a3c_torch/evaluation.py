@@ -220,7 +220,7 @@ def check_same_spaces(cfg: Config, settings: EnvSettings, env) -> None:
 
 def load_model(checkpoint: dict, checkpoint_path: Path, cfg: Config, env, device: torch.device) -> ActorCritic:
     obs_shape, num_actions = spaces_of(env)
-    model = ActorCritic(obs_shape, num_actions, cfg.hidden_size)
+    model = ActorCritic(obs_shape, num_actions, cfg.hidden_size, cfg.model)
     try:
         model.load_state_dict(checkpoint["model"])
     except (RuntimeError, TypeError, AttributeError) as exc:

@@ -89,7 +89,7 @@ def _evaluate_periodically(cfg, shared_model, global_steps, stop_event, stats_qu
     setup_child(parent_pid)
     device = torch.device(device)
     torch.manual_seed(cfg.seed + 10_000)
-    model = ActorCritic(shared_model.obs_shape, shared_model.policy.out_features, shared_model.hidden_size).to(device)
+    model = ActorCritic.like(shared_model).to(device)
     env = make_env(EnvSettings.from_config(cfg), seed=cfg.seed + 10_000, train=False)
     stopping = lambda: stop_event.is_set() or not parent_alive(parent_pid)  # noqa: E731
     next_eval = time.monotonic() + cfg.eval_interval

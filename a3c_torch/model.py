@@ -1,7 +1,13 @@
 """The LSTM actor-critic: encoder -> LSTMCell -> policy logits and value.
 
-Images (2-D grayscale frames, uint8) go through four stride-2 ELU convolutions; vectors through a
-two-layer ELU MLP. The API is batch-first: `forward(obs, (h, c)) -> logits, value, (h, c)`.
+Two conv trunks for images (2-D grayscale frames, uint8), chosen with --model:
+- `a3c`: the A3C paper's network (Mnih et al. 2016, "Asynchronous Methods for Deep Reinforcement
+  Learning", section 8, after the DQN of Mnih et al. 2013): conv 16 8x8 stride 4, conv 32 4x4
+  stride 2, fully connected 256, ReLU. Few, large-stride filters: cheap on a CPU.
+- `universe`: four 3x3 stride-2 convolutions of 32 channels, ELU (OpenAI's universe-starter-agent
+  and the A3C-LSTM repos after it). Keeps more spatial detail; about 3x the network time per step.
+Vectors go through a two-layer ELU MLP whatever the choice. The API is batch-first:
+`forward(obs, (h, c)) -> logits, value, (h, c)`.
 """
 
 from __future__ import annotations
@@ -12,9 +18,10 @@ import torch
 import torch.nn as nn
 
 State = tuple[torch.Tensor, torch.Tensor]
+TRUNKS = ("a3c", "universe")
 
 
-def conv_encoder(screen_size: int) -> tuple[nn.Module, int]:
+def universe_trunk(screen_size: int) -> tuple[nn.Module, int]:
     layers, channels, size = [], 1, screen_size
     for _ in range(4):
         layers += [nn.Conv2d(channels, 32, kernel_size=3, stride=2, padding=1), nn.ELU()]
@@ -22,19 +29,39 @@ def conv_encoder(screen_size: int) -> tuple[nn.Module, int]:
     return nn.Sequential(*layers, nn.Flatten()), 32 * size * size
 
 
+def a3c_trunk_output(screen_size: int) -> int:
+    """Side of the a3c trunk's last feature map (0 or less: the screen is too small for it)."""
+    return ((screen_size - 8) // 4 + 1 - 4) // 2 + 1
+
+
+def a3c_trunk(screen_size: int) -> tuple[nn.Module, int]:
+    side = a3c_trunk_output(screen_size)
+    if side < 1:
+        raise ValueError(f"the a3c trunk needs frames of at least 20x20, got {screen_size}x{screen_size}")
+    trunk = nn.Sequential(
+        nn.Conv2d(1, 16, kernel_size=8, stride=4), nn.ReLU(),
+        nn.Conv2d(16, 32, kernel_size=4, stride=2), nn.ReLU(),
+        nn.Flatten(), nn.Linear(32 * side * side, 256), nn.ReLU(),
+    )
+    return trunk, 256
+
+
 def mlp_encoder(input_size: int, width: int = 128) -> tuple[nn.Module, int]:
     return nn.Sequential(nn.Linear(input_size, width), nn.ELU(), nn.Linear(width, width), nn.ELU()), width
 
 
 class ActorCritic(nn.Module):
-    def __init__(self, obs_shape: tuple[int, ...], num_actions: int, hidden_size: int = 256):
+    def __init__(self, obs_shape: tuple[int, ...], num_actions: int, hidden_size: int = 256, trunk: str = "universe"):
         super().__init__()
         self.obs_shape = tuple(obs_shape)
         self.is_image = len(self.obs_shape) == 2
+        if trunk not in TRUNKS:
+            raise ValueError(f"unknown trunk {trunk!r}; choose one of {', '.join(TRUNKS)}")
+        self.trunk = trunk
         if self.is_image:
             if obs_shape[0] != obs_shape[1]:
                 raise ValueError(f"image observations must be square, got {obs_shape}")
-            self.encoder, features = conv_encoder(obs_shape[0])
+            self.encoder, features = (a3c_trunk if trunk == "a3c" else universe_trunk)(obs_shape[0])
         elif len(self.obs_shape) == 1:
             self.encoder, features = mlp_encoder(obs_shape[0])
         else:
@@ -44,6 +71,11 @@ class ActorCritic(nn.Module):
         self.policy = nn.Linear(hidden_size, num_actions)
         self.value = nn.Linear(hidden_size, 1)
         self._initialize()
+
+    @classmethod
+    def like(cls, model: "ActorCritic") -> "ActorCritic":
+        """A new model of the same architecture (a worker's or the evaluator's local copy)."""
+        return cls(model.obs_shape, model.policy.out_features, model.hidden_size, model.trunk)
 
     def _initialize(self):
         # Orthogonal init with ELU-ish gain for the encoder; a near-uniform initial policy
@@ -83,27 +115,30 @@ class ActorCritic(nn.Module):
         return logits, value, (h, c)
 
     def forward_sequence(self, obs: torch.Tensor, state: State, episode_starts: torch.Tensor):
-        """One pass over a rollout of T steps of one env: obs (T, *obs_shape), state (1, H) each.
+        """One pass over a rollout of T steps of K envs: obs (T, K, *obs_shape), state (K, H) each.
 
-        `episode_starts[t]` is True where the LSTM state must be zeroed before step t (a new
-        episode began). Gives the same outputs as T calls of `forward`, with the encoder batched
-        over the whole rollout, which is where most of the network time goes.
-        Returns logits (T, A), values (T,) and the final state.
+        `episode_starts[t, k]` is True where env k's LSTM state must be zeroed before step t (a
+        new episode began). Gives the same outputs as T calls of `forward` on the K envs, with the
+        encoder batched over all T*K frames, which is where most of the network time goes.
+        Returns logits (T, K, A), values (T, K) and the final state.
         """
-        features = self.encode(obs)
+        T, K = episode_starts.shape
+        features = self.encode(obs.reshape(T * K, *self.obs_shape)).view(T, K, -1)
         starts = episode_starts.tolist()
-        # The LSTM runs fused over each stretch between episode starts (torch.lstm is what
-        # nn.LSTM calls, here with the cell's own weights: the gate layout is the same). A Python
-        # loop of LSTMCell calls would make the backward pass build one weight gradient per step.
-        bounds = [0] + [t for t in range(1, len(starts)) if starts[t]] + [len(starts)]
+        # The LSTM runs fused over each stretch of steps in which no env starts a new episode
+        # (torch.lstm is what nn.LSTM calls, here with the cell's own weights: the gate layout is
+        # the same); at a stretch's first step the starting envs' rows of the state are zeroed.
+        # A Python loop of LSTMCell calls would make the backward build one weight gradient per step.
+        bounds = [0] + [t for t in range(1, T) if any(starts[t])] + [T]
         weights = [self.lstm.weight_ih, self.lstm.weight_hh, self.lstm.bias_ih, self.lstm.bias_hh]
         h, c = state
         hiddens = []
         for begin, end in zip(bounds[:-1], bounds[1:]):
-            if starts[begin]:
-                h, c = torch.zeros_like(h), torch.zeros_like(c)
-            out, h, c = torch.lstm(features[begin:end].unsqueeze(1), (h.unsqueeze(0), c.unsqueeze(0)), weights, True, 1, 0.0, True, False, False)
-            hiddens.append(out.squeeze(1))
+            if any(starts[begin]):
+                keep = (~episode_starts[begin]).to(h.dtype).unsqueeze(1)
+                h, c = h * keep, c * keep
+            out, h, c = torch.lstm(features[begin:end], (h.unsqueeze(0), c.unsqueeze(0)), weights, True, 1, 0.0, True, False, False)
+            hiddens.append(out)
             h, c = h.squeeze(0), c.squeeze(0)
         logits, values = self.heads(torch.cat(hiddens))
         return logits, values, (h, c)

@@ -105,7 +105,7 @@ class Trainer:
         self.eval_device = resolve_device(cfg.eval_device) if cfg.evaluator else None
         obs_shape, num_actions = probe_env(cfg)
         torch.manual_seed(cfg.seed)  # the initial weights, so that one-worker runs are reproducible
-        self.model = ActorCritic(obs_shape, num_actions, cfg.hidden_size)
+        self.model = ActorCritic(obs_shape, num_actions, cfg.hidden_size, cfg.model)
         self.optimizer = make_optimizer(cfg.optimizer, self.model.parameters(), cfg.lr)
         self.start_step, self.best_eval, self.previous_wall_time = 0, None, 0.0
         # Workers' RNG/env/LSTM states: read from the checkpoint, and collected when they stop.
@@ -214,7 +214,9 @@ class Trainer:
         if cfg.resume:
             exact = sorted(rank for rank in self.saved_worker_states if rank < self.num_workers)
             print(f"resuming at step {self.start_step:,}; workers continuing from their saved state: {exact or 'none (new seeds)'}", flush=True)
-        print(f"training {cfg.env_id} with {self.num_workers} worker processes" + (f" and an evaluator on {self.eval_device}" if cfg.evaluator else "") + f", up to {cfg.max_steps:,} steps", flush=True)
+        envs = f" x {cfg.envs_per_process} envs" if cfg.envs_per_process > 1 else ""
+        trunk = f" (model {cfg.model})" if self.model.is_image else ""
+        print(f"training {cfg.env_id}{trunk} with {self.num_workers} worker processes{envs}" + (f" and an evaluator on {self.eval_device}" if cfg.evaluator else "") + f", up to {cfg.max_steps:,} steps", flush=True)
         failure = None
         try:
             for process in self.processes.values():

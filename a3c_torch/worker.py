@@ -2,11 +2,12 @@
 
 One rollout, one update:
 1. copy the shared weights into the local model;
-2. play --num-steps steps under `inference_mode` (no autograd while acting), carrying the LSTM
-   state across rollouts and zeroing it where an episode ends;
+2. play --num-steps steps in each of its --envs-per-process envs under `inference_mode` (no
+   autograd while acting; one batched forward for the K envs per step), carrying each env's LSTM
+   state across rollouts and zeroing it where that env's episode ends;
 3. recompute the rollout's logits and values in one pass with autograd (encoder batched over the
-   rollout; the weights did not change in between, so the gradients are those of the step-by-step
-   computation);
+   rollout's T x K frames; the weights did not change in between, so the gradients are those of
+   the step-by-step computation);
 4. GAE returns, loss, zero local grads, backward, clip, hand exactly these gradients to the shared
    parameters, shared optimizer step (Hogwild, no lock), add the steps to the global counter.
 """
@@ -35,76 +36,100 @@ MAX_CONSECUTIVE_SKIPS = 50
 
 @dataclass
 class Rollout:
-    obs: torch.Tensor  # (T, *obs_shape), as the env gave them
-    actions: torch.Tensor  # (T,) int64
-    rewards: torch.Tensor  # (T,) float32, as the learner sees them (clipped for Atari)
-    terminated: torch.Tensor  # (T,) bool
-    truncated: torch.Tensor  # (T,) bool
-    truncation_values: torch.Tensor  # (T,) V(final obs) where truncated, else 0
-    episode_starts: torch.Tensor  # (T,) bool: LSTM state zeroed before step t
-    initial_state: State  # LSTM state before step 0
-    last_value: torch.Tensor  # () V(s_T), used when step T-1 did not end an episode
+    """T steps of K envs, time-major: every per-step tensor is (T, K, ...)."""
+
+    obs: torch.Tensor  # (T, K, *obs_shape), as the envs gave them
+    actions: torch.Tensor  # (T, K) int64
+    rewards: torch.Tensor  # (T, K) float32, as the learner sees them (clipped for Atari)
+    terminated: torch.Tensor  # (T, K) bool
+    truncated: torch.Tensor  # (T, K) bool
+    truncation_values: torch.Tensor  # (T, K) V(final obs) where truncated, else 0
+    episode_starts: torch.Tensor  # (T, K) bool: LSTM state zeroed before step t
+    initial_state: State  # LSTM state before step 0, (K, H) each
+    last_value: torch.Tensor  # (K,) V(s_T), used where step T-1 did not end an episode
     episodes: list = field(default_factory=list)  # (raw return, length) of games that ended
+
+    @property
+    def num_steps(self) -> int:
+        """Agent steps in the rollout, over all its envs."""
+        return self.actions.numel()
+
+
+def env_seed(seed: int, index: int) -> int:
+    """Seed of a worker's env `index`: the worker's own seed for the first, so that one env per
+    worker plays what it always did; derived ones (distinct from every worker's) for the others."""
+    return seed if index == 0 else int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
 
 
 class RolloutCollector:
-    """Plays one env with a model, keeping the observation and LSTM state between rollouts."""
+    """Plays K envs with one model (one batched forward per step), keeping each env's observation,
+    LSTM state and episode-start flag between rollouts. K = 1 is the A3C paper's worker."""
 
-    def __init__(self, env, model: ActorCritic, seed: int):
-        self.env = env
-        self.obs, _ = env.reset(seed=seed)
-        self.state = model.initial_state(1)
-        self.episode_start = True
+    def __init__(self, envs: list, model: ActorCritic, seed: int):
+        self.envs = list(envs)
+        self.obs = np.stack([env.reset(seed=env_seed(seed, k))[0] for k, env in enumerate(self.envs)])
+        self.state = model.initial_state(len(self.envs))
+        self.episode_starts = np.ones(len(self.envs), dtype=bool)
 
     def collect(self, model: ActorCritic, num_steps: int) -> Rollout:
-        observations, actions, rewards = [], [], []
-        terminated, truncated, truncation_values, starts, episodes = [], [], [], [], []
+        K = len(self.envs)
+        observations = np.empty((num_steps, *self.obs.shape), dtype=self.obs.dtype)
+        actions = np.empty((num_steps, K), dtype=np.int64)
+        rewards = np.empty((num_steps, K), dtype=np.float32)
+        terminated = np.zeros((num_steps, K), dtype=bool)
+        truncated = np.zeros((num_steps, K), dtype=bool)
+        truncation_values = np.zeros((num_steps, K), dtype=np.float32)
+        starts = np.empty((num_steps, K), dtype=bool)
+        episodes = []
         initial_state = self.state
         with torch.inference_mode():
-            for _ in range(num_steps):
-                starts.append(self.episode_start)
-                observations.append(self.obs)
-                logits, _, self.state = model(torch.from_numpy(self.obs)[None], self.state)
-                action = int(sample_action(logits)[0])
-                obs, reward, term, trunc, info = self.env.step(action)
-                actions.append(action)
-                rewards.append(float(reward))
-                terminated.append(bool(term))
-                truncated.append(bool(trunc and not term))
-                truncation_values.append(0.0)
-                if trunc and not term:
-                    # A time limit is not the end of the task: the return goes on as V(s').
-                    truncation_values[-1] = float(model(torch.from_numpy(obs)[None], self.state)[1])
-                if "episode" in info:
-                    episodes.append((float(info["episode"]["r"]), int(info["episode"]["l"])))
-                self.episode_start = bool(term or trunc)
-                if self.episode_start:
-                    obs, _ = self.env.reset()
-                    self.state = model.initial_state(1)
-                self.obs = obs
-            last_value = 0.0 if self.episode_start else float(model(torch.from_numpy(self.obs)[None], self.state)[1])
+            for t in range(num_steps):
+                starts[t] = self.episode_starts
+                observations[t] = self.obs
+                logits, _, (h, c) = model(torch.from_numpy(self.obs), self.state)
+                actions[t] = sample_action(logits).numpy()
+                for k, env in enumerate(self.envs):
+                    obs, reward, term, trunc, info = env.step(int(actions[t, k]))
+                    rewards[t, k] = reward
+                    terminated[t, k] = term
+                    truncated[t, k] = trunc and not term
+                    if trunc and not term:
+                        # A time limit is not the end of the task: the return goes on as V(s').
+                        truncation_values[t, k] = float(model(torch.from_numpy(obs)[None], (h[k : k + 1], c[k : k + 1]))[1])
+                    if "episode" in info:
+                        episodes.append((float(info["episode"]["r"]), int(info["episode"]["l"])))
+                    if term or trunc:
+                        obs, _ = env.reset()
+                    self.obs[k] = obs
+                self.episode_starts = terminated[t] | truncated[t]
+                if self.episode_starts.any():
+                    keep = torch.from_numpy(~self.episode_starts).to(h.dtype).unsqueeze(1)
+                    h, c = h * keep, c * keep
+                self.state = (h, c)
+            last_values = model(torch.from_numpy(self.obs), self.state)[1].numpy()
+            last_values = np.where(self.episode_starts, 0.0, last_values).astype(np.float32)
         # Tensors made under inference_mode cannot enter autograd: the initial state is cloned.
         return Rollout(
-            obs=torch.as_tensor(np.stack(observations)),
-            actions=torch.tensor(actions, dtype=torch.int64),
-            rewards=torch.tensor(rewards, dtype=torch.float32),
-            terminated=torch.tensor(terminated),
-            truncated=torch.tensor(truncated),
-            truncation_values=torch.tensor(truncation_values, dtype=torch.float32),
-            episode_starts=torch.tensor(starts),
+            obs=torch.from_numpy(observations),
+            actions=torch.from_numpy(actions),
+            rewards=torch.from_numpy(rewards),
+            terminated=torch.from_numpy(terminated),
+            truncated=torch.from_numpy(truncated),
+            truncation_values=torch.from_numpy(truncation_values),
+            episode_starts=torch.from_numpy(starts),
             initial_state=(initial_state[0].clone(), initial_state[1].clone()),
-            last_value=torch.tensor(last_value, dtype=torch.float32),
+            last_value=torch.from_numpy(last_values),
             episodes=episodes,
         )
 
 
 def rollout_loss(model: ActorCritic, rollout: Rollout, gamma: float, gae_lambda: float, value_loss_coef: float, entropy_coef: float) -> LossTerms:
-    """The A3C loss of a rollout, recomputed in one pass with autograd."""
+    """The A3C loss of a rollout (summed over its T x K steps), recomputed in one pass with autograd."""
     logits, values, _ = model.forward_sequence(rollout.obs, rollout.initial_state, rollout.episode_starts)
     detached = values.detach()
     next_values = next_state_values(detached, rollout.last_value, rollout.terminated, rollout.truncated, rollout.truncation_values)
     advantages, returns = gae(rollout.rewards, detached, next_values, rollout.terminated | rollout.truncated, gamma, gae_lambda)
-    return a3c_loss(logits, values, rollout.actions, advantages, returns, value_loss_coef, entropy_coef)
+    return a3c_loss(logits.flatten(0, 1), values.flatten(), rollout.actions.flatten(), advantages.flatten(), returns.flatten(), value_loss_coef, entropy_coef)
 
 
 def apply_update(local_model, shared_model, optimizer, loss: torch.Tensor, max_grad_norm: float) -> tuple[bool, float]:
@@ -148,11 +173,12 @@ def _work(rank, cfg, shared_model, optimizer, global_steps, stop_event, stats_qu
     setup_child(parent_pid)
     seed = cfg.seed + rank if seed is None else seed
     seed_everything(seed)
-    env = make_env(EnvSettings.from_config(cfg), seed=seed, train=True)
-    local_model = ActorCritic(shared_model.obs_shape, shared_model.policy.out_features, shared_model.hidden_size)
-    collector = RolloutCollector(env, local_model, seed)
+    settings = EnvSettings.from_config(cfg)
+    envs = [make_env(settings, seed=env_seed(seed, k), train=True) for k in range(cfg.envs_per_process)]
+    local_model = ActorCritic.like(shared_model)
+    collector = RolloutCollector(envs, local_model, seed)
     if saved_state is not None:
-        restore_worker(saved_state, env, collector)
+        restore_worker(saved_state, collector)
     faults = FaultPlan.for_worker(rank)  # A3C_TORCH_FAULT, for the reliability tests only
     sums, updates, skipped, consecutive_skips = np.zeros(4), 0, 0, 0
     while not stop_event.is_set() and global_steps.value < cfg.max_steps and parent_alive(parent_pid):
@@ -169,15 +195,16 @@ def _work(rank, cfg, shared_model, optimizer, global_steps, stop_event, stats_qu
             consecutive_skips += 1
             if consecutive_skips >= MAX_CONSECUTIVE_SKIPS:
                 raise FloatingPointError(f"{consecutive_skips} updates in a row had a non-finite loss or gradient; the run has diverged (try a lower --lr)")
-        step = global_steps.add(cfg.num_steps)
+        step = global_steps.add(rollout.num_steps)
         for episode_return, length in rollout.episodes:
             stats_queue.put(("episode", step, episode_return, length))
-        steps = float(cfg.num_steps)
+        steps = float(rollout.num_steps)  # losses are reported per agent step
         sums += (terms.policy_loss.item() / steps, terms.value_loss.item() / steps, terms.entropy.item() / steps, grad_norm)
         updates += 1
         if updates == UPDATES_PER_REPORT:
             stats_queue.put(("losses", step, *(sums / updates), skipped))
             sums, updates, skipped = np.zeros(4), 0, 0
     if parent_alive(parent_pid):  # stopped at a rollout boundary: the trainer checkpoints this
-        stats_queue.put(("worker_state", rank, pack(capture_worker(env, collector))))
-    env.close()
+        stats_queue.put(("worker_state", rank, pack(capture_worker(collector))))
+    for env in envs:
+        env.close()

@@ -1,5 +1,5 @@
 """A worker's resumable state: its random generators, its environment, and what it carries
-between rollouts (current observation, LSTM state, episode-start flag).
+between rollouts (each env's current observation, LSTM state and episode-start flag).
 
 Workers send it to the trainer when they stop at a rollout boundary; the trainer stores it in the
 final checkpoint and hands it back on `--resume`. With one worker this makes a resumed run
@@ -119,28 +119,47 @@ def restore_env(env, saved: dict) -> bool:
 
 
 # --- the whole worker -------------------------------------------------------------------------------
-def capture_worker(env, collector) -> dict:
-    """Call at a rollout boundary, after the last update."""
+def capture_worker(collector) -> dict:
+    """Call at a rollout boundary, after the last update: every env of the collector, in order."""
     h, c = collector.state
     return {
         "rngs": capture_rngs(),
-        "env": capture_env(env),
+        "envs": [capture_env(env) for env in collector.envs],
         "obs": encode(np.asarray(collector.obs)),
         "lstm": (h.clone(), c.clone()),
-        "episode_start": bool(collector.episode_start),
+        "episode_starts": encode(np.asarray(collector.episode_starts)),
     }
 
 
-def restore_worker(saved: dict, env, collector) -> bool:
-    """Restore everything captured; True if the env was restored too (an exact continuation).
+def _as_multi_env(saved: dict) -> dict:
+    """A state written before workers had several envs (one env, unbatched) in today's layout."""
+    if "envs" in saved:
+        return saved
+    return {
+        "rngs": saved["rngs"],
+        "envs": [saved.get("env")],
+        "obs": encode(decode(saved["obs"])[None]),
+        "lstm": saved["lstm"],
+        "episode_starts": encode(np.array([bool(saved["episode_start"])])),
+    }
 
-    Without the env the worker keeps the fresh episode it just reset into, and its carried state.
+
+def restore_worker(saved: dict, collector) -> bool:
+    """Restore everything captured; True if the envs were restored too (an exact continuation).
+
+    Without the envs (a kind that cannot be captured, or another number of envs per worker) the
+    worker keeps the fresh episodes it just reset into, and its carried state.
     """
-    exact = saved.get("env") is not None and restore_env(env, saved["env"])
+    saved = _as_multi_env(saved)
+    envs = saved["envs"]
+    exact = len(envs) == len(collector.envs) and all(state is not None for state in envs)
+    if exact:
+        restored = [restore_env(env, state) for env, state in zip(collector.envs, envs)]
+        exact = all(restored)  # a stack mismatch shows on the first env, before any is touched
     if exact:
         collector.obs = decode(saved["obs"])
         collector.state = tuple(t.clone() for t in saved["lstm"])
-        collector.episode_start = saved["episode_start"]
+        collector.episode_starts = decode(saved["episode_starts"])
     restore_rngs(saved["rngs"])
     return exact
 

@@ -26,6 +26,7 @@ import os
 os.environ["OMP_NUM_THREADS"] = "1"  # before torch is imported
 
 import argparse  # noqa: E402
+import dataclasses  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
@@ -38,17 +39,16 @@ from pathlib import Path  # noqa: E402
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from a3c_torch.config import Config  # noqa: E402
 from a3c_torch.envs import EnvSettings, make_env  # noqa: E402
-from a3c_torch.losses import a3c_loss, gae, next_state_values  # noqa: E402
-from a3c_torch.model import ActorCritic  # noqa: E402
+from a3c_torch.model import TRUNKS, ActorCritic  # noqa: E402
 from a3c_torch.optim import hand_off_gradients, make_optimizer  # noqa: E402
-from a3c_torch.worker import RolloutCollector, apply_update, copy_weights, rollout_loss, seed_everything  # noqa: E402
+from a3c_torch.worker import RolloutCollector, apply_update, copy_weights, env_seed, rollout_loss, seed_everything  # noqa: E402
+from benchmarks.classic_pattern import ClassicWorker  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -107,7 +107,7 @@ def time_method(obj, name: str, timers: Timers, label: str) -> None:
 # =============================================================================== the worker
 @dataclass
 class Worker:
-    env: gym.Env
+    envs: list[gym.Env]
     shared: ActorCritic
     optimizer: torch.optim.Optimizer
     local: ActorCritic
@@ -119,18 +119,27 @@ def make_worker(cfg: Config, seed: int, timers: Timers | None = None, forward_la
     """What a3c_torch.worker._work and the trainer build, in one process; `timers` instruments it
     (env step and reset, every `local(...)` call as `forward_label`, local.forward_sequence)."""
     seed_everything(seed)
-    env = make_env(EnvSettings.from_config(cfg), seed=seed, train=True)
+    envs = [make_env(EnvSettings.from_config(cfg), seed=env_seed(seed, k), train=True) for k in range(cfg.envs_per_process)]
     if timers is not None:  # env.step and env.reset: the whole training env stack
-        time_method(env, "step", timers, "emulator step")
-        time_method(env, "reset", timers, "emulator step")
-    shared = ActorCritic(env.observation_space.shape, int(env.action_space.n))
+        for env in envs:
+            time_method(env, "step", timers, "emulator step")
+            time_method(env, "reset", timers, "emulator step")
+    shared = ActorCritic(envs[0].observation_space.shape, int(envs[0].action_space.n), cfg.hidden_size, cfg.model)
     shared.share_memory()
     optimizer = make_optimizer(cfg.optimizer, shared.parameters(), cfg.learning_rate)
-    local = ActorCritic(shared.obs_shape, shared.policy.out_features, shared.hidden_size)
+    local = ActorCritic.like(shared)
     if timers is not None:
         time_model_calls(local, timers, forward_label)
         time_method(local, "forward_sequence", timers, "recompute forward")
-    return Worker(env, shared, optimizer, local, RolloutCollector(env, local, seed), timers)
+    return Worker(envs, shared, optimizer, local, RolloutCollector(envs, local, seed), timers)
+
+
+def make_classic(cfg: Config, seed: int, timers: Timers) -> ClassicWorker:
+    """The classic pattern with one env and the same trunk, its env and forward calls timed."""
+    w = make_worker(dataclasses.replace(cfg, envs_per_process=1), seed, timers, forward_label="forward (autograd)")
+    classic = ClassicWorker(w.envs[0], w.local, w.shared, w.optimizer, seed)
+    classic.timers = timers
+    return classic
 
 
 def stats(terms, grad_norm: float, steps: int) -> tuple:
@@ -144,7 +153,7 @@ def worker_update(w: Worker, cfg: Config) -> None:
     rollout = w.collector.collect(w.local, cfg.num_steps)
     terms = rollout_loss(w.local, rollout, cfg.gamma, cfg.gae_lambda, cfg.value_loss_coef, cfg.entropy_coef)
     _, grad_norm = apply_update(w.local, w.shared, w.optimizer, terms.total, cfg.max_grad_norm)
-    stats(terms, grad_norm, cfg.num_steps)
+    stats(terms, grad_norm, rollout.num_steps)
 
 
 def clip(w: Worker, max_grad_norm: float) -> float:
@@ -176,62 +185,13 @@ def worker_update_timed(w: Worker, cfg: Config) -> None:
         with t.section("optimizer.step"):
             w.optimizer.step()
     with t.section("stats"):
-        stats(terms, grad_norm, cfg.num_steps)
+        stats(terms, grad_norm, rollout.num_steps)
 
 
 # =============================================================================== classic pattern
-def classic_update_timed(w: Worker, cfg: Config) -> None:
-    """The classic A3C iteration: forward WITH autograd at every acting step, one backward.
-
-    Same env semantics as RolloutCollector.collect (LSTM state zeroed at episode ends, truncation
-    and rollout-cut bootstraps), same loss functions; only the network work is organised
-    differently. Network time = 'forward (autograd)' + 'GAE + loss' + 'backward'.
-    """
-    t, c = w.timers, w.collector
-    with t.section("weight sync"):
-        copy_weights(w.shared, w.local)
-    logits_list, values_list, actions, rewards, terminated, truncated, trunc_values = [], [], [], [], [], [], []
-    with t.section("collect"):
-        for _ in range(cfg.num_steps):
-            logits, value, c.state = w.local(torch.as_tensor(c.obs).unsqueeze(0), c.state)  # timed by the hooks
-            action = int(torch.multinomial(F.softmax(logits.detach(), dim=-1), 1)[0, 0])
-            obs, reward, term, trunc, info = c.env.step(action)
-            logits_list.append(logits)
-            values_list.append(value)
-            actions.append(action)
-            rewards.append(float(reward))
-            terminated.append(bool(term))
-            truncated.append(bool(trunc and not term))
-            trunc_values.append(0.0)
-            if trunc and not term:
-                with torch.no_grad():
-                    trunc_values[-1] = float(w.local(torch.as_tensor(obs).unsqueeze(0), c.state)[1])
-            c.episode_start = bool(term or trunc)
-            if c.episode_start:
-                obs, _ = c.env.reset()
-                c.state = w.local.initial_state(1)
-            c.obs = obs
-        # The LSTM state is carried into the next rollout, detached (truncated BPTT).
-        c.state = (c.state[0].detach(), c.state[1].detach())
-        with torch.no_grad():
-            last_value = 0.0 if c.episode_start else float(w.local(torch.as_tensor(c.obs).unsqueeze(0), c.state)[1])
-    with t.section("loss"):
-        logits, values = torch.cat(logits_list), torch.cat(values_list)
-        term_t, trunc_t = torch.tensor(terminated), torch.tensor(truncated)
-        next_values = next_state_values(values.detach(), torch.tensor(last_value), term_t, trunc_t, torch.tensor(trunc_values))
-        advantages, returns = gae(torch.tensor(rewards), values.detach(), next_values, term_t | trunc_t, cfg.gamma, cfg.gae_lambda)
-        terms = a3c_loss(logits, values, torch.tensor(actions), advantages, returns, cfg.value_loss_coef, cfg.entropy_coef)
-    with t.section("backward"):
-        w.local.zero_grad(set_to_none=True)
-        terms.total.backward()
-    with t.section("clip"):
-        grad_norm = clip(w, cfg.max_grad_norm)
-    with t.section("hand-off"):
-        hand_off_gradients(w.local, w.shared)
-    with t.section("optimizer.step"):
-        w.optimizer.step()
-    with t.section("stats"):
-        stats(terms, grad_norm, cfg.num_steps)
+def classic_update_timed(w: ClassicWorker, cfg: Config) -> None:
+    """benchmarks/classic_pattern.py's iteration, its parts timed."""
+    w.update(cfg, w.timers)
 
 
 # =============================================================================== report helpers
@@ -276,7 +236,7 @@ def run_loops(args, cfg: Config) -> dict:
     variants = {
         "worker": (make_worker(cfg, args.seed), worker_update),
         "worker (timed)": (make_worker(cfg, args.seed, t_worker), worker_update_timed),
-        "classic (timed)": (make_worker(cfg, args.seed, t_classic, forward_label="forward (autograd)"), classic_update_timed),
+        "classic (timed)": (make_classic(cfg, args.seed, t_classic), classic_update_timed),
     }
     for worker, update in variants.values():  # warm-up: lazy imports, first optimizer step, allocator
         for _ in range(args.warmup):
@@ -290,7 +250,7 @@ def run_loops(args, cfg: Config) -> dict:
             cpu, wall = time.thread_time_ns(), time.perf_counter_ns()
             for _ in range(args.block):
                 update(worker, cfg)
-            steps = args.block * cfg.num_steps
+            steps = args.block * cfg.num_steps * (1 if name.startswith("classic") else cfg.envs_per_process)
             per_block[name].append(((time.thread_time_ns() - cpu) / steps / 1e3, (time.perf_counter_ns() - wall) / steps / 1e3))
         print(f"  block {b + 1}/{blocks} done", file=sys.stderr, flush=True)
     steps = blocks * args.block * cfg.num_steps
@@ -298,7 +258,7 @@ def run_loops(args, cfg: Config) -> dict:
     return {
         "steps_per_variant": steps,
         "median_block_us_per_step": {name: {"cpu": c, "wall": w} for name, (c, w) in totals.items()},
-        "breakdown": {"worker": breakdown(t_worker, steps), "classic": breakdown(t_classic, steps)},
+        "breakdown": {"worker": breakdown(t_worker, steps * cfg.envs_per_process), "classic": breakdown(t_classic, steps)},
     }
 
 
@@ -306,15 +266,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--env-id", default="ALE/Pong-v5")
     parser.add_argument("--num-steps", type=int, default=20, help="rollout length")
+    parser.add_argument("--model", choices=TRUNKS, default=Config.model, help="conv trunk (train.py's --model)")
+    parser.add_argument("--envs-per-process", type=int, default=Config.envs_per_process, help="envs of the worker (the classic pattern always plays one)")
     parser.add_argument("--rollouts", type=int, default=150, help="measured rollouts per variant of the whole loop")
     parser.add_argument("--block", type=int, default=10, help="rollouts per interleaved block")
     parser.add_argument("--warmup", type=int, default=5, help="rollouts per variant before timing")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
-    cfg = Config(env_id=args.env_id, num_steps=args.num_steps)
+    cfg = Config(env_id=args.env_id, num_steps=args.num_steps, model=args.model, envs_per_process=args.envs_per_process)
 
-    print(f"{args.env_id}, rollouts of {cfg.num_steps} steps, torch {torch.__version__}, {torch.get_num_threads()} thread, load average {os.getloadavg()}", flush=True)
+    print(f"{args.env_id}, model {cfg.model}, {cfg.envs_per_process} envs per worker, rollouts of {cfg.num_steps} steps, torch {torch.__version__}, {torch.get_num_threads()} thread, load average {os.getloadavg()}", flush=True)
     print(f"whole loops: 3 variants x {args.rollouts} rollouts, interleaved ...", file=sys.stderr, flush=True)
     loops = run_loops(args, cfg)
     totals, rows = loops["median_block_us_per_step"], loops["breakdown"]

@@ -35,24 +35,34 @@ a full core) and how many cores everything else on the machine used ("other load
 worker CPU-s" = training SPS / worker cores is the per-core training speed with that contention
 mostly factored out; compare it with the emulator's steps per CPU-second.
 
+(c) The classic worker pattern (benchmarks/classic_pattern.py: forward with autograd at every
+    acting step, batch 1, one backward per rollout; the universe trunk by default, the network
+    of the worker before --model existed), one process, steps counted for --seconds after
+    --warmup: the baseline of the "x classic" column.
+
+Each training run is one setup, `--model:--envs-per-process` (--setups), with 1..N workers.
+
 Columns of the training table
 -----------------------------
+setup           --model:--envs-per-process; * marks train.py's defaults
 N               worker processes
 SPS             training agent steps/s (all workers together; Atari frames/s = 4x this)
 SPS/proc        SPS / N
 train/emu       (SPS / N) / (emulator steps/s on one core, single process): the fraction of the
                 emulator ceiling a worker reaches; 1 - train/emu is the share of a worker's time
                 spent on the network and the update
-efficiency      SPS(N) / (N * SPS(1)): 1.0 is perfect scaling
+efficiency      SPS(N) / (N * SPS(1)) of the same setup: 1.0 is perfect scaling
+x classic       (SPS / N) / the classic pattern's steps/s
+x universe:1    (SPS / N) / that of the setup universe:1 with the same N (the worker as it was
+                before --model and --envs-per-process)
 worker cores    CPU seconds used by the workers per wall second during the window (ideal: N)
 other load      busy cores on the machine not used by this benchmark or its trainer
 steps/CPU-s     SPS / worker cores
-train/emu CPU   steps/CPU-s / the single-process emulator's steps per CPU-second: train/emu with
-                the CPU contention factored out of both (the robust number on a shared machine)
 
 Run
 ---
-    .venv/bin/python benchmarks/throughput.py                       # Pong, 1..cpu_count workers, 30 s each
+    .venv/bin/python benchmarks/throughput.py                       # Pong, 4 setups x 1..cpu_count workers, 30 s each
+    .venv/bin/python benchmarks/throughput.py --setups universe:1 a3c:4 --max-processes 1
     .venv/bin/python benchmarks/throughput.py --seconds 15 --max-processes 2 --json /tmp/tp.json
     .venv/bin/python benchmarks/throughput.py --env-id ALE/Breakout-v5 --no-emulator-parallel
     .venv/bin/python benchmarks/throughput.py --screen-size 42 --max-processes 2   # the smaller input
@@ -123,6 +133,43 @@ def emulator_parallel(env_id: str, screen_size: int, processes: int, seconds: fl
         return pool.starmap(emulator_run, [(env_id, screen_size, seconds, warmup, 100 + i) for i in range(processes)])
 
 
+def classic_run(env_id: str, screen_size: int, model: str, seconds: float, warmup: float, seed: int) -> dict:
+    """The classic worker pattern (benchmarks/classic_pattern.py), 1 process: steps counted after `warmup` s."""
+    import torch
+
+    from a3c_torch.envs import EnvSettings, make_env
+    from a3c_torch.model import ActorCritic
+    from a3c_torch.optim import make_optimizer
+    from benchmarks.classic_pattern import ClassicWorker
+
+    torch.set_num_threads(1)
+    cfg = Config(env_id=env_id, screen_size=screen_size, model=model, envs_per_process=1)
+    env = make_env(EnvSettings.from_config(cfg), seed=seed, train=True)
+    shared = ActorCritic(env.observation_space.shape, int(env.action_space.n), cfg.hidden_size, cfg.model)
+    shared.share_memory()
+    worker = ClassicWorker(env, ActorCritic.like(shared), shared, make_optimizer(cfg.optimizer, shared.parameters(), cfg.learning_rate), seed)
+
+    def play(duration: float) -> int:
+        steps, end = 0, time.perf_counter() + duration
+        while time.perf_counter() < end:
+            worker.update(cfg)
+            steps += cfg.num_steps
+        return steps
+
+    play(warmup)
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    steps = play(seconds)
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    env.close()
+    return {"model": model, "steps": steps, "wall_s": wall, "cpu_s": cpu, "sps": steps / wall, "steps_per_cpu_s": steps / cpu}
+
+
+def run_in_child(function, *args):
+    """In a fresh spawned process (one torch thread, nothing left over from earlier measurements)."""
+    with mp.get_context("spawn").Pool(1) as pool:
+        return pool.apply(function, args)
+
+
 # --------------------------------------------------------------------------- /proc accounting
 def _proc_cpu_s(pid: int) -> float:
     """utime + stime of one process, in seconds (0 if it is gone)."""
@@ -185,11 +232,13 @@ def slope(points: list[tuple[float, int]]) -> float:
     return sum((t - mean_t) * (s - mean_s) for t, s in points) / var
 
 
-def measure_training(processes: int, args) -> dict:
+def measure_training(processes: int, setup: tuple[str, int], args) -> dict:
+    model, envs = setup
     runs_dir = tempfile.mkdtemp(prefix="a3c-throughput-")
     cmd = [
         sys.executable, str(ROOT / "train.py"),
         "--env-id", args.env_id, "--screen-size", str(args.screen_size), "--no-evaluator", "--num-processes", str(processes),
+        "--model", model, "--envs-per-process", str(envs),
         "--max-steps", str(10**12), "--runs-dir", runs_dir, "--exp-name", "throughput",
         "--log-interval", "1", "--checkpoint-interval", "86400", "--seed", str(args.seed),
     ]  # fmt: skip
@@ -242,6 +291,8 @@ def measure_training(processes: int, args) -> dict:
     other = (after["machine"] - before["machine"] - ours) / wall
     return {
         "processes": processes,
+        "model": model,
+        "envs_per_process": envs,
         "sps": sps,
         "sps_endpoints": (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0]),
         "points": len(window),
@@ -256,6 +307,14 @@ def measure_training(processes: int, args) -> dict:
 
 
 # --------------------------------------------------------------------------- report
+TODAY = ("universe", 1)  # the worker before --model and --envs-per-process: the reference for ratios
+
+
+def setup_name(model: str, envs: int) -> str:
+    default = (model, envs) == (Config.model, Config.envs_per_process)
+    return f"{model}:{envs}" + (" *" if default else "")
+
+
 def print_report(result: dict) -> None:
     emu = result["emulator"]
     single = emu["single"]
@@ -268,33 +327,51 @@ def print_report(result: dict) -> None:
         per = [r["sps"] for r in par]
         cpu = sum(r["steps"] for r in par) / sum(r["cpu_s"] for r in par)
         print(f"  {len(par)} processes: {sum(per):8.0f} steps/s in all, {sum(per) / len(per):.0f} per process (per core under load), {cpu:.0f} steps per CPU-s")
+    classic = result.get("classic")
+    if classic:
+        print(f"\nClassic worker pattern (benchmarks/classic_pattern.py: autograd while acting, batch 1, model {classic['model']}), 1 process:")
+        print(f"  {classic['sps']:8.0f} steps/s, {classic['steps_per_cpu_s']:.0f} steps per CPU-s")
     emu_core = single["sps"]
-    print("\nTraining (train.py --no-evaluator), global steps/s over the measurement window:")
-    header = f"{'N':>3} {'SPS':>8} {'SPS/proc':>9} {'train/emu':>10} {'efficiency':>11} {'worker cores':>13} {'other load':>11} {'steps/CPU-s':>12} {'train/emu CPU':>14}"
+    print("\nTraining (train.py --no-evaluator), global steps/s over the measurement window; setup = --model:--envs-per-process, * = the default:")
+    header = f"{'setup':>13} {'N':>3} {'SPS':>7} {'SPS/proc':>9} {'train/emu':>10} {'efficiency':>11} {'x classic':>10} {'x universe:1':>13} {'worker cores':>13} {'other load':>11} {'steps/CPU-s':>12}"
     print(header)
     print("-" * len(header))
-    base = result["training"][0]["sps"] if result["training"] and result["training"][0]["processes"] == 1 else None
+    rows = {(r["model"], r["envs_per_process"], r["processes"]): r for r in result["training"]}
     for row in result["training"]:
-        n, sps = row["processes"], row["sps"]
-        eff = f"{sps / (n * base):11.2f}" if base else f"{'-':>11}"
-        per_cpu = row["steps_per_worker_cpu_s"]
-        print(f"{n:3d} {sps:8.0f} {sps / n:9.0f} {sps / n / emu_core:10.2f} {eff} {row['worker_cores']:13.2f} {row['other_load_cores']:11.2f} {per_cpu:12.0f} {per_cpu / single['steps_per_cpu_s']:14.2f}")
-    print("\ntrain/emu = (SPS/N) / single-process emulator steps/s; efficiency = SPS(N) / (N * SPS(1));")
-    print("worker cores = CPU the workers got (ideal N); other load = busy cores used by anything else;")
-    print("steps/CPU-s = SPS / worker cores (per-core speed with CPU contention factored out);")
-    print("train/emu CPU = steps/CPU-s / emulator steps per CPU-s.")
+        model, envs, n, sps = row["model"], row["envs_per_process"], row["processes"], row["sps"]
+        per_proc = sps / n
+        single_row = rows.get((model, envs, 1))
+        today = rows.get((*TODAY, n))
+        eff = f"{sps / (n * single_row['sps']):11.2f}" if single_row else f"{'-':>11}"
+        vs_classic = f"{per_proc / classic['sps']:10.2f}" if classic else f"{'-':>10}"
+        vs_today = f"{per_proc / (today['sps'] / n):13.2f}" if today else f"{'-':>13}"
+        print(f"{setup_name(model, envs):>13} {n:3d} {sps:7.0f} {per_proc:9.0f} {per_proc / emu_core:10.2f} {eff} {vs_classic} {vs_today} {row['worker_cores']:13.2f} {row['other_load_cores']:11.2f} {row['steps_per_worker_cpu_s']:12.0f}")
+    print("\ntrain/emu = (SPS/N) / single-process emulator steps/s; efficiency = SPS(N) / (N * SPS(1)) of the same setup;")
+    print("x classic = (SPS/N) / the classic pattern's steps/s; x universe:1 = (SPS/N) / that of universe:1 (the worker before")
+    print("--model and --envs-per-process) with the same N; worker cores = CPU the workers got (ideal N);")
+    print("other load = busy cores used by anything else; steps/CPU-s = SPS / worker cores.")
+
+
+def parse_setup(text: str) -> tuple[str, int]:
+    model, _, envs = text.partition(":")
+    if model not in ("a3c", "universe") or not envs.isdigit() or int(envs) < 1:
+        raise argparse.ArgumentTypeError(f"setup must be MODEL:ENVS (e.g. a3c:4), got {text!r}")
+    return model, int(envs)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--env-id", default="ALE/Pong-v5")
     parser.add_argument("--screen-size", type=int, default=Config.screen_size, help="Atari frame size, for the emulator and the trainer (train.py's default)")
+    parser.add_argument("--setups", type=parse_setup, nargs="+", default=[TODAY, ("a3c", 1), ("a3c", 4), ("a3c", 8)], metavar="MODEL:ENVS", help="train.py --model and --envs-per-process pairs to measure")
     parser.add_argument("--max-processes", type=int, default=os.cpu_count() or 1, help="measure training with 1..MAX_PROCESSES workers")
     parser.add_argument("--seconds", type=float, default=30.0, help="measurement window per training run")
     parser.add_argument("--warmup", type=float, default=5.0, help="seconds skipped after the step counter starts moving")
     parser.add_argument("--emulator-seconds", type=float, default=10.0)
     parser.add_argument("--emulator-warmup", type=float, default=2.0)
     parser.add_argument("--no-emulator-parallel", dest="emulator_parallel", action="store_false", help="skip the MAX_PROCESSES-parallel emulator run")
+    parser.add_argument("--no-classic", dest="classic", action="store_false", help="skip the classic-pattern baseline")
+    parser.add_argument("--classic-model", choices=("a3c", "universe"), default=TODAY[0], help="the trunk of the classic-pattern baseline")
     parser.add_argument("--startup-timeout", type=float, default=180.0, help="give up if a trainer has not stepped after this long")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", help="also write the results to this file")
@@ -302,7 +379,7 @@ def main() -> int:
 
     result = {
         "env_id": args.env_id,
-        "settings": vars(args),
+        "settings": {**vars(args), "setups": [list(s) for s in args.setups]},
         "machine": {"cpu_count": os.cpu_count(), "processor": platform.processor() or platform.machine(), "python": platform.python_version(), "loadavg_start": os.getloadavg()},
         "emulator": {},
         "training": [],
@@ -312,11 +389,16 @@ def main() -> int:
     if args.emulator_parallel and args.max_processes > 1:
         print(f"emulator alone, {args.max_processes} processes at once, {args.emulator_seconds:.0f} s ...", flush=True)
         result["emulator"]["parallel"] = emulator_parallel(args.env_id, args.screen_size, args.max_processes, args.emulator_seconds, args.emulator_warmup)
-    for n in range(1, args.max_processes + 1):
-        print(f"training with {n} worker process{'es' if n > 1 else ''}: warm-up {args.warmup:.0f} s + {args.seconds:.0f} s ...", flush=True)
-        row = measure_training(n, args)
-        result["training"].append(row)
-        print(f"  {row['sps']:.0f} steps/s (endpoints {row['sps_endpoints']:.0f}, {row['points']} points), worker cores {row['worker_cores']:.2f}, other load {row['other_load_cores']:.2f}", flush=True)
+    if args.classic:
+        print(f"classic pattern, model {args.classic_model}, 1 process: warm-up {args.warmup:.0f} s + {args.seconds:.0f} s ...", flush=True)
+        result["classic"] = run_in_child(classic_run, args.env_id, args.screen_size, args.classic_model, args.seconds, args.warmup, args.seed)
+        print(f"  {result['classic']['sps']:.0f} steps/s", flush=True)
+    for setup in args.setups:
+        for n in range(1, args.max_processes + 1):
+            print(f"training {setup_name(*setup)} with {n} worker process{'es' if n > 1 else ''}: warm-up {args.warmup:.0f} s + {args.seconds:.0f} s ...", flush=True)
+            row = measure_training(n, setup, args)
+            result["training"].append(row)
+            print(f"  {row['sps']:.0f} steps/s (endpoints {row['sps_endpoints']:.0f}, {row['points']} points), worker cores {row['worker_cores']:.2f}, other load {row['other_load_cores']:.2f}", flush=True)
     result["machine"]["loadavg_end"] = os.getloadavg()
     print_report(result)
     if args.json:

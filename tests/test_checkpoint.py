@@ -20,7 +20,7 @@ from a3c_torch.model import ActorCritic
 from a3c_torch.optim import make_optimizer
 from a3c_torch.trainer import Trainer
 from a3c_torch.worker import RolloutCollector
-from a3c_torch.worker_state import capture_env, capture_worker, pack, restore_env, restore_worker, unpack, worker_seed
+from a3c_torch.worker_state import capture_env, capture_worker, decode, encode, pack, restore_env, restore_worker, unpack, worker_seed
 
 REAL_TORCH_SAVE = torch.save
 
@@ -195,7 +195,7 @@ def test_a_torch_file_without_our_keys_is_refused(tmp_path):
 
 
 # --- the worker state saved for an exact resume ---------------------------------------------------
-def play(env, collector, model, rollouts):
+def play(envs, collector, model, rollouts):
     """A few rollouts: everything the worker's RNGs and env produce, for comparison."""
     out = []
     for _ in range(rollouts):
@@ -205,31 +205,61 @@ def play(env, collector, model, rollouts):
     return out
 
 
-@pytest.mark.parametrize("env_id", ["CartPole-v1", "ALE/Breakout-v5"])
-def test_a_restored_worker_continues_exactly(env_id):
+def worker_with_envs(settings, model, seed, num_envs):
+    envs = [make_env(settings, seed=seed) for _ in range(num_envs)]
+    return envs, RolloutCollector(envs, model, seed=seed)
+
+
+@pytest.mark.parametrize("env_id, num_envs", [("CartPole-v1", 1), ("ALE/Breakout-v5", 1), ("ALE/Breakout-v5", 2)])
+def test_a_restored_worker_continues_exactly(env_id, num_envs):
     settings = EnvSettings(env_id)
     torch.manual_seed(0)
     model = ActorCritic(make_env(settings).observation_space.shape, 4 if "ALE" in env_id else 2, hidden_size=16)
-    env = make_env(settings, seed=3)
-    collector = RolloutCollector(env, model, seed=3)
-    play(env, collector, model, 10)
-    saved = unpack(pack(capture_worker(env, collector)))  # through bytes, as on the stats queue
-    expected = play(env, collector, model, 15)
+    envs, collector = worker_with_envs(settings, model, 3, num_envs)
+    play(envs, collector, model, 10)
+    saved = unpack(pack(capture_worker(collector)))  # through bytes, as on the stats queue
+    expected = play(envs, collector, model, 15)
 
-    fresh_env = make_env(settings, seed=99)
-    fresh = RolloutCollector(fresh_env, model, seed=99)
-    assert restore_worker(saved, fresh_env, fresh)
-    got = play(fresh_env, fresh, model, 15)
+    fresh_envs, fresh = worker_with_envs(settings, model, 99, num_envs)
+    assert restore_worker(saved, fresh)
+    got = play(fresh_envs, fresh, model, 15)
     for a, b in zip(expected, got):
         assert all(torch.equal(x, y) for x, y in zip(a, b))
 
 
+def test_a_worker_state_of_the_one_env_layout_still_restores():
+    """Checkpoints written before workers had several envs held one env's state, unbatched."""
+    settings = EnvSettings("CartPole-v1")
+    torch.manual_seed(0)
+    model = ActorCritic((4,), 2, hidden_size=16)
+    envs, collector = worker_with_envs(settings, model, 3, 1)
+    play(envs, collector, model, 3)
+    current = capture_worker(collector)
+    legacy = {"rngs": current["rngs"], "env": current["envs"][0], "obs": encode(decode(current["obs"])[0]), "lstm": current["lstm"], "episode_start": bool(collector.episode_starts[0])}
+    expected = play(envs, collector, model, 5)
+    fresh_envs, fresh = worker_with_envs(settings, model, 99, 1)
+    assert restore_worker(unpack(pack(legacy)), fresh)
+    got = play(fresh_envs, fresh, model, 5)
+    for a, b in zip(expected, got):
+        assert all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+def test_another_number_of_envs_resumes_with_fresh_episodes():
+    settings = EnvSettings("CartPole-v1")
+    model = ActorCritic((4,), 2, hidden_size=16)
+    _, collector = worker_with_envs(settings, model, 3, 2)
+    saved = capture_worker(collector)
+    _, fewer = worker_with_envs(settings, model, 5, 1)
+    obs_before = fewer.obs.copy()
+    assert not restore_worker(saved, fewer)
+    assert np.array_equal(fewer.obs, obs_before)
+
+
 def test_the_worker_state_loads_with_weights_only(tmp_path):
-    env = make_env(EnvSettings("ALE/Pong-v5"), seed=1)
-    collector = RolloutCollector(env, ActorCritic(env.observation_space.shape, 6, hidden_size=16), seed=1)
-    save_checkpoint(tmp_path / "c.pt", {**payload(), "worker_states": {0: capture_worker(env, collector)}})
+    envs, collector = worker_with_envs(EnvSettings("ALE/Pong-v5"), ActorCritic((84, 84), 6, hidden_size=16), 1, 2)
+    save_checkpoint(tmp_path / "c.pt", {**payload(), "worker_states": {0: capture_worker(collector)}})
     state = load_checkpoint(tmp_path / "c.pt")["worker_states"][0]
-    assert state["env"]["layers"][0] == "ClipReward" and state["lstm"][0].shape == (1, 16)
+    assert [s["layers"][0] for s in state["envs"]] == ["ClipReward"] * 2 and state["lstm"][0].shape == (2, 16)
 
 
 def test_an_env_of_another_stack_is_left_alone():

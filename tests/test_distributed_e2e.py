@@ -29,10 +29,12 @@ def run_world(*args, timeout: float, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(torchrun(*args, **kwargs), cwd=REPO, capture_output=True, text=True, timeout=timeout)
 
 
-def node_steps(checkpoint: dict, node: int, num_steps: int = 20) -> int:
-    """Agent steps node `node` trained: its optimizer's step count (one per update) x rollout length."""
+def node_steps(checkpoint: dict, node: int) -> int:
+    """Agent steps node `node` trained: its optimizer's step count (one per update) x the steps of
+    an update's rollout (--num-steps x --envs-per-process)."""
     state = checkpoint["node_optimizers"][node]["state"]
-    return int(state[0]["step"]) * num_steps
+    cfg = checkpoint["config"]
+    return int(state[0]["step"]) * cfg["num_steps"] * cfg["envs_per_process"]
 
 
 def test_standalone_world_of_a_server_and_two_nodes_trains_and_checkpoints(tmp_path):

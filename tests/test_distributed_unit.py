@@ -44,7 +44,7 @@ def test_every_sync_step_keeps_the_shared_model_shared_and_in_place():
     model = shared_model()
     addresses = [p.data_ptr() for p in model.parameters()]
     steps = Counter()
-    sync = NodeSync(model.parameters(), steps, num_steps=20, every_updates=1, every_seconds=60)
+    sync = NodeSync(model.parameters(), steps, steps_per_update=20, every_updates=1, every_seconds=60)
     server = ParameterServer([p + 1 for p in model.parameters()], global_step=40, max_steps=10**6)
     reply = server.pull(1)
     sync.start_from(reply.params, reply.global_step, reply.version)
@@ -73,7 +73,7 @@ def test_delta_and_adoption_against_a_hand_computation():
 def test_node_bookkeeping_counts_its_own_steps_once_and_learns_the_others():
     model = shared_model()
     steps = Counter()
-    sync = NodeSync(model.parameters(), steps, num_steps=20, every_updates=2, every_seconds=60)
+    sync = NodeSync(model.parameters(), steps, steps_per_update=20, every_updates=2, every_seconds=60)
     server = ParameterServer(model.parameters(), global_step=0, max_steps=10**6)
     sync.start_from(server.pull(1).params, 0, 0)
     assert not sync.due()
@@ -100,7 +100,7 @@ def test_one_node_reduces_to_the_single_machine_algorithm():
     """With one node the global parameters are the node's own: a sync changes nothing."""
     model = shared_model()
     steps = Counter()
-    sync = NodeSync(model.parameters(), steps, num_steps=20, every_updates=1, every_seconds=60)
+    sync = NodeSync(model.parameters(), steps, steps_per_update=20, every_updates=1, every_seconds=60)
     server = ParameterServer(model.parameters(), global_step=0, max_steps=10**6)
     sync.start_from(server.pull(0).params, 0, 0)
     for _ in range(5):

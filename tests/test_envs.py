@@ -39,12 +39,13 @@ def test_screen_size_and_sticky_actions_are_passed_through():
 def test_training_and_evaluation_stacks_differ_as_specified():
     train = wrappers_of(make_env(EnvSettings("ALE/Breakout-v5"), train=True))
     evaluation = wrappers_of(make_env(EnvSettings("ALE/Breakout-v5"), train=False))
-    for name in ("ClipReward", "FireOnReset", "LifeLossTerminal"):
+    for name in ("ClipReward", "LifeLossTerminal"):
         assert name in train and name not in evaluation
-    for name in ("RecordEpisodeStatistics", "AtariPreprocessing"):
+    for name in ("RecordEpisodeStatistics", "AtariPreprocessing", "FireOnReset"):
         assert name in train and name in evaluation
     # Episode statistics sit below life-loss and clipping: they see whole games and raw scores.
-    assert train.index("RecordEpisodeStatistics") > train.index("LifeLossTerminal") > train.index("ClipReward")
+    # FIRE sits below life-loss: it is pressed when a game starts, not after every lost life.
+    assert train.index("RecordEpisodeStatistics") > train.index("FireOnReset") > train.index("LifeLossTerminal") > train.index("ClipReward")
     # Games without a FIRE action get no FireOnReset.
     assert "FireOnReset" not in wrappers_of(make_env(EnvSettings("ALE/Freeway-v5"), train=True))
 
@@ -64,6 +65,31 @@ def test_life_loss_is_terminal_for_the_learner_but_the_game_goes_on():
     assert ale.lives() == lives_at_start - 1
     env.reset()
     assert ale.lives() == lives_at_start - 1, "reset after a life loss must not restart the game"
+
+
+def noop_steps_until_a_life_is_lost(env, limit):
+    lives = env.unwrapped.ale.lives()
+    for step in range(1, limit + 1):
+        env.step(0)
+        if env.unwrapped.ale.lives() < lives:
+            return step
+    return None
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_fire_is_pressed_when_a_game_starts_and_never_after_a_lost_life(train):
+    """The same FIRE protocol in both stacks: after a real reset the ball is in play (a paddle
+    that never moves loses a life), after a lost life it is not (no life is lost however long
+    the agent waits) until the agent presses FIRE itself."""
+    env = make_env(EnvSettings("ALE/Breakout-v5", repeat_action_probability=0.0), seed=0, train=train)
+    env.reset(seed=0)
+    assert noop_steps_until_a_life_is_lost(env, 500) is not None, "FIRE at the game's start launched the ball"
+    if train:
+        env.reset()  # the learner's reset after the life loss: the game goes on
+    assert noop_steps_until_a_life_is_lost(env, 1000) is None, "nobody pressed FIRE after the lost life"
+    env.step(1)
+    assert noop_steps_until_a_life_is_lost(env, 500) is not None, "the agent's own FIRE launches the ball"
+    env.close()
 
 
 def test_evaluation_rewards_are_raw_and_episodes_are_whole_games():

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -32,13 +33,14 @@ PONG_RUN = "ALE_Pong-v5__test__1__20250101-000000"
 
 def write_checkpoint(path: Path, env_id: str, obs_shape, num_actions: int, global_step: int = 100, **payload_changes) -> Path:
     """A real checkpoint, as train.py writes it, of a freshly initialised model."""
-    model = ActorCritic(obs_shape, num_actions, hidden_size=64)
+    cfg = Config(env_id=env_id, screen_size=42, hidden_size=64)
+    model = ActorCritic(obs_shape, num_actions, hidden_size=64, trunk=cfg.model)
     optimizer = make_optimizer("adam", model.parameters(), 1e-4)
     payload = {
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
         "global_step": global_step,
-        "config": Config(env_id=env_id, screen_size=42, hidden_size=64).to_dict(),
+        "config": cfg.to_dict(),
         "best_eval_return": None,
         "wall_time": 1.0,
         **payload_changes,
@@ -308,6 +310,28 @@ def test_play_episodes_plays_a_whole_pong_game(one_thread):
     assert math.isfinite(game.episode_return) and -21 <= game.episode_return <= 21
     assert game.episode_return == int(game.episode_return) and abs(game.episode_return) > 1
     assert game.length > 100 and not game.truncated
+
+
+def test_a_policy_that_never_presses_fire_is_cut_by_the_time_limit_and_reported(one_thread):
+    """Breakout under the evaluation protocol: FIRE once at the game's start, never after a lost
+    life. A policy that never presses FIRE itself loses the first ball, then waits: its game runs
+    to the time limit and is reported as cut, not as a finished game. (ALE's own limit is 108,000
+    frames, 27,000 agent steps; a limit of 3,000 steps on top stands in for it, to keep this fast.)"""
+    env = make_env(EnvSettings("ALE/Breakout-v5", screen_size=42, repeat_action_probability=0.0), seed=0, train=False)
+    assert env.unwrapped.ale.getInt("max_num_frames_per_episode") == 108_000
+    env = gym.wrappers.TimeLimit(env, max_episode_steps=3000)
+    try:
+        model = ActorCritic((42, 42), int(env.action_space.n), hidden_size=16).eval()
+        assert env.unwrapped.get_action_meanings()[:2] == ["NOOP", "FIRE"]
+        with torch.no_grad():
+            model.policy.bias.copy_(torch.tensor([10.0, -10.0, 0.0, 0.0]))  # greedy: always NOOP
+        results = play_episodes(model, env, episodes=1, greedy=True, seed=0)
+        lives = env.unwrapped.ale.lives()
+    finally:
+        env.close()
+    game = results[0]
+    assert game.truncated and game.length == 3000
+    assert lives == 4, "the ball FIRE launched at the start was lost; no other was ever launched"
 
 
 def test_the_summary_gives_the_standard_error_of_the_mean():

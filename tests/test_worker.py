@@ -35,48 +35,75 @@ class ScriptedEnv(gym.Env):
 
 
 def step_by_step_loss(model, rollout, gamma=0.99, lam=1.0):
-    """The classic A3C pattern: forward with autograd at every step, in order."""
-    state = rollout.initial_state
-    logits, values = [], []
-    for t in range(len(rollout.actions)):
-        if rollout.episode_starts[t]:
-            state = model.initial_state(1)
-        step_logits, step_value, state = model(rollout.obs[t : t + 1], state)
-        logits.append(step_logits)
-        values.append(step_value)
-    logits, values = torch.cat(logits), torch.cat(values)
-    next_values = next_state_values(values.detach(), rollout.last_value, rollout.terminated, rollout.truncated, rollout.truncation_values)
-    adv, ret = gae(rollout.rewards, values.detach(), next_values, rollout.terminated | rollout.truncated, gamma, lam)
-    return a3c_loss(logits, values, rollout.actions, adv, ret, 0.5, 0.01)
+    """The classic A3C pattern, env by env: forward with autograd at every step, in order, one
+    env's column of the rollout at a time (batch 1), and the envs' losses summed."""
+    total = 0.0
+    for k in range(rollout.actions.shape[1]):
+        state = (rollout.initial_state[0][k : k + 1], rollout.initial_state[1][k : k + 1])
+        logits, values = [], []
+        for t in range(len(rollout.actions)):
+            if rollout.episode_starts[t, k]:
+                state = model.initial_state(1)
+            step_logits, step_value, state = model(rollout.obs[t, k][None], state)
+            logits.append(step_logits)
+            values.append(step_value)
+        logits, values = torch.cat(logits), torch.cat(values)
+        column = lambda x: x[:, k]  # noqa: E731
+        next_values = next_state_values(values.detach(), rollout.last_value[k], column(rollout.terminated), column(rollout.truncated), column(rollout.truncation_values))
+        adv, ret = gae(column(rollout.rewards), values.detach(), next_values, column(rollout.terminated) | column(rollout.truncated), gamma, lam)
+        total = total + a3c_loss(logits, values, column(rollout.actions), adv, ret, 0.5, 0.01).total
+    return total
 
 
-def make_collector(ends, seed=0):
+def make_collector(ends, seed=0, num_envs=1):
+    """`ends` per env: one dict (every env alike) or a list of dicts, one per env."""
     torch.manual_seed(seed)
     model = ActorCritic((4,), 3, hidden_size=32)
-    return model, RolloutCollector(ScriptedEnv(ends), model, seed=0)
+    per_env = ends if isinstance(ends, list) else [ends] * num_envs
+    return model, RolloutCollector([ScriptedEnv(e) for e in per_env], model, seed=0)
 
 
 def test_rollout_records_ends_and_bootstrap_values():
     model, collector = make_collector({3: "terminated", 7: "truncated"})
     rollout = collector.collect(model, num_steps=10)
-    assert rollout.terminated.tolist() == [t == 3 for t in range(10)]
-    assert rollout.truncated.tolist() == [t == 7 for t in range(10)]
-    assert rollout.episode_starts.tolist() == [t in (0, 4, 8) for t in range(10)]
-    assert rollout.truncation_values[7] != 0 and rollout.truncation_values[[0, 3, 9]].abs().sum() == 0
-    assert rollout.last_value != 0, "a rollout cut mid-episode bootstraps from V(s_T)"
+    assert rollout.terminated[:, 0].tolist() == [t == 3 for t in range(10)]
+    assert rollout.truncated[:, 0].tolist() == [t == 7 for t in range(10)]
+    assert rollout.episode_starts[:, 0].tolist() == [t in (0, 4, 8) for t in range(10)]
+    assert rollout.truncation_values[7, 0] != 0 and rollout.truncation_values[[0, 3, 9], 0].abs().sum() == 0
+    assert rollout.last_value[0] != 0, "a rollout cut mid-episode bootstraps from V(s_T)"
     # The LSTM state goes on into the next rollout (not reset at a rollout boundary).
     following = collector.collect(model, num_steps=2)
-    assert not following.episode_starts[0] and following.initial_state[0].abs().sum() > 0
+    assert not following.episode_starts[0, 0] and following.initial_state[0].abs().sum() > 0
+
+
+def test_each_env_keeps_its_own_episode_bookkeeping():
+    """Three envs ending at different steps: ends, resets and bootstraps are per env."""
+    model, collector = make_collector([{3: "terminated"}, {5: "truncated"}, {}])
+    rollout = collector.collect(model, num_steps=8)
+    assert rollout.obs.shape == (8, 3, 4) and rollout.num_steps == 24
+    assert rollout.terminated.nonzero().tolist() == [[3, 0]]
+    assert rollout.truncated.nonzero().tolist() == [[5, 1]]
+    assert rollout.episode_starts.nonzero().tolist() == [[0, 0], [0, 1], [0, 2], [4, 0], [6, 1]]
+    assert rollout.truncation_values[5, 1] != 0 and rollout.truncation_values.count_nonzero() == 1
+    assert rollout.last_value.count_nonzero() == 3
+    # Env 2 never ended: its LSTM state was never zeroed, so it differs from a fresh one's.
+    following = collector.collect(model, num_steps=1)
+    assert following.initial_state[0].abs().sum(1).gt(0).all()
 
 
 def test_terminal_last_step_gives_no_bootstrap():
-    model, collector = make_collector({4: "terminated"})
+    model, collector = make_collector([{4: "terminated"}, {}])
     rollout = collector.collect(model, num_steps=5)
-    assert rollout.last_value == 0
-    assert collector.episode_start and collector.state[0].abs().sum() == 0, "LSTM state reset at the episode end"
+    assert rollout.last_value[0] == 0 and rollout.last_value[1] != 0
+    assert collector.episode_starts.tolist() == [True, False]
+    assert collector.state[0][0].abs().sum() == 0, "LSTM state reset at the episode end"
+    assert collector.state[0][1].abs().sum() > 0, "only the env whose episode ended"
 
 
-@pytest.mark.parametrize("ends", [{}, {2: "terminated", 9: "truncated"}, {0: "truncated", 19: "terminated"}])
+@pytest.mark.parametrize(
+    "ends",
+    [{}, {2: "terminated", 9: "truncated"}, {0: "truncated", 19: "terminated"}, [{2: "terminated"}, {}, {9: "truncated", 10: "terminated"}]],
+)
 def test_one_pass_recompute_gives_the_step_by_step_gradients(ends):
     model, collector = make_collector(ends)
     collector.collect(model, num_steps=3)  # start mid-episode with a non-zero LSTM state
@@ -87,8 +114,8 @@ def test_one_pass_recompute_gives_the_step_by_step_gradients(ends):
     fast_grads = [p.grad.clone() for p in model.parameters()]
     slow = step_by_step_loss(model, rollout)
     model.zero_grad()
-    slow.total.backward()
-    torch.testing.assert_close(fast.total, slow.total, rtol=1e-5, atol=1e-5)
+    slow.backward()
+    torch.testing.assert_close(fast.total, slow, rtol=1e-5, atol=1e-5)
     for a, b in zip(fast_grads, (p.grad for p in model.parameters())):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
@@ -117,8 +144,8 @@ def test_weight_copy_is_complete():
     assert all(torch.equal(a, b) for a, b in zip(source.state_dict().values(), target.state_dict().values()))
 
 
-@pytest.mark.parametrize("schedule", ["constant", "linear"])
-def test_the_worker_steps_with_the_scheduled_learning_rate(schedule, monkeypatch):
+@pytest.mark.parametrize("schedule, envs", [("constant", 1), ("linear", 1), ("linear", 2)])
+def test_the_worker_steps_with_the_scheduled_learning_rate(schedule, envs, monkeypatch):
     """The real worker loop (in this process) on CartPole: each update's lr follows the schedule."""
     import os
     import queue
@@ -130,7 +157,7 @@ def test_the_worker_steps_with_the_scheduled_learning_rate(schedule, monkeypatch
     from a3c_torch.processes import StepCounter, StopFlag
 
     monkeypatch.setattr(worker, "setup_child", lambda parent_pid: None)  # signals stay pytest's
-    cfg = Config(env_id="CartPole-v1", num_processes=1, max_steps=200, lr=1e-3, lr_schedule=schedule)
+    cfg = Config(env_id="CartPole-v1", num_processes=1, envs_per_process=envs, max_steps=200, lr=1e-3, lr_schedule=schedule)
     shared = ActorCritic((4,), 2, cfg.hidden_size)
     shared.share_memory()
     optimizer = SharedAdam(shared.parameters(), lr=cfg.lr)
@@ -138,6 +165,6 @@ def test_the_worker_steps_with_the_scheduled_learning_rate(schedule, monkeypatch
     step = optimizer.step
     monkeypatch.setattr(optimizer, "step", lambda: (seen.append((global_steps.value, optimizer.param_groups[0]["lr"])), step()))
     worker._work(0, cfg, shared, optimizer, global_steps, StopFlag(mp.get_context("spawn")), queue.Queue(), os.getppid(), None, None)
-    assert [s for s, _ in seen] == list(range(0, 200, 20)), "one update per 20-step rollout"
+    assert [s for s, _ in seen] == list(range(0, 200, 20 * envs)), "one update per rollout of 20 steps x envs"
     expected = [1e-3 if schedule == "constant" else 1e-3 * (1 - s / 200) for s, _ in seen]
     assert [lr for _, lr in seen] == pytest.approx(expected)

@@ -91,7 +91,7 @@ class DistributedNode(Trainer):
         reply = self.transport.pull()
         self.start_step = reply.global_step  # before the workers' seeds are derived from it
         super()._create_processes()  # created, not started: they get the state we load now
-        self.sync = NodeSync(self.model.parameters(), self.global_steps, self.cfg.num_steps, self.settings.sync_updates, self.settings.sync_interval)
+        self.sync = NodeSync(self.model.parameters(), self.global_steps, self.cfg.num_steps * self.cfg.envs_per_process, self.settings.sync_updates, self.settings.sync_interval)
         self.sync.start_from(reply.params, reply.global_step, reply.version)
         if reply.optimizer_state is not None and self.world.rank != 0:
             self.optimizer.load_state_dict(reply.optimizer_state)

@@ -33,10 +33,10 @@ class NodeSync:
     progress lines show the world's step.
     """
 
-    def __init__(self, shared_params, steps, num_steps: int, every_updates: int, every_seconds: float):
+    def __init__(self, shared_params, steps, steps_per_update: int, every_updates: int, every_seconds: float):
         self.params = list(shared_params)
         self.steps = steps
-        self.every_steps = every_updates * num_steps  # each worker update adds num_steps steps
+        self.every_steps = every_updates * steps_per_update  # each worker update adds --num-steps x --envs-per-process steps
         self.every_seconds = every_seconds
         self.base = [p.detach().clone() for p in self.params]
         self.steps_base = steps.value
