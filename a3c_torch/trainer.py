@@ -25,7 +25,7 @@ from a3c_torch.evaluator import evaluator_main, resolve_device
 from a3c_torch.metrics import Metrics
 from a3c_torch.model import ActorCritic
 from a3c_torch.optim import make_optimizer, scheduled_lr
-from a3c_torch.processes import StepCounter, StopFlag
+from a3c_torch.processes import ChildStart, StepCounter, StopFlag, child_main, start_children
 from a3c_torch.worker import worker_main
 from a3c_torch.worker_state import unpack, worker_seed
 
@@ -196,10 +196,10 @@ class Trainer:
         for rank in range(self.num_workers):
             start = (worker_seed(cfg.seed, self.worker_rank_offset + rank, self.start_step), self.saved_worker_states.get(rank))
             args = (rank, cfg, self.model, self.optimizer, self.global_steps, self.stop_event, self.stats, parent_pid, *start)
-            self.processes[f"worker {rank}"] = ctx.Process(target=worker_main, args=args, name=f"a3c-worker-{rank}", daemon=True)
+            self.processes[f"worker {rank}"] = ctx.Process(target=child_main, args=(ChildStart(parent_pid), worker_main, *args), name=f"a3c-worker-{rank}", daemon=True)
         if cfg.evaluator:
             args = (cfg, self.model, self.global_steps, self.stop_event, self.stats, parent_pid, str(self.eval_device), self.best_eval)
-            self.processes["evaluator"] = ctx.Process(target=evaluator_main, args=args, name="a3c-evaluator", daemon=True)
+            self.processes["evaluator"] = ctx.Process(target=child_main, args=(ChildStart(parent_pid), evaluator_main, *args), name="a3c-evaluator", daemon=True)
 
     def _run(self) -> int:
         cfg = self.cfg
@@ -217,8 +217,7 @@ class Trainer:
         print(f"training {cfg.env_id} with {self.num_workers} worker processes" + (f" and an evaluator on {self.eval_device}" if cfg.evaluator else "") + f", up to {cfg.max_steps:,} steps", flush=True)
         failure = None
         try:
-            for process in self.processes.values():
-                process.start()
+            start_children(self.processes)  # armed against early signals and a dead trainer (processes.py)
             failure = self._watch()
         finally:
             # Also after an unexpected error in the trainer itself: stop the children, keep the work.
