@@ -132,8 +132,8 @@ class Trainer:
         try:
             self.model.load_state_dict(checkpoint["model"])
             self.optimizer.load_state_dict(checkpoint["optimizer"])
-        except (RuntimeError, ValueError, KeyError) as exc:
-            raise UsageError(f"--resume {self.cfg.resume}: checkpoint does not fit this model: {str(exc).splitlines()[0]}") from None
+        except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as exc:  # the layout itself was checked at load
+            raise UsageError(f"--resume {self.cfg.resume}: checkpoint does not fit this model: {(str(exc).strip().splitlines() or [type(exc).__name__])[0]}") from None
         self.start_step = int(checkpoint["global_step"])
         self.best_eval = checkpoint.get("best_eval_return")
         self.previous_wall_time = float(checkpoint.get("wall_time", 0.0))
