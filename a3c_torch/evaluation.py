@@ -128,6 +128,8 @@ def evaluate_checkpoint(args: argparse.Namespace, out) -> dict:
 def check_args(args: argparse.Namespace) -> None:
     if args.episodes <= 0:
         raise UsageError(f"--episodes must be a positive integer, got {args.episodes}")
+    if not 0 <= args.seed < 2**31:  # game i is reset with seed + i: env seeds are unsigned
+        raise UsageError(f"--seed must be in [0, 2**31), got {args.seed}")
 
 
 def choose_device(choice: str) -> torch.device:
