@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from a3c_torch.checkpoint_check import check_checkpoint
 from a3c_torch.errors import UsageError
 
 FORMAT_VERSION = 1
@@ -123,6 +124,7 @@ def load_checkpoint(path: str | os.PathLike) -> dict:
         raise UsageError(f"{path}: not an a3c_torch checkpoint (missing {', '.join(k for k in REQUIRED_KEYS if not isinstance(data, dict) or k not in data)})")
     if data["format_version"] != FORMAT_VERSION:
         raise UsageError(f"{path}: checkpoint format version {data['format_version']}, this a3c_torch reads version {FORMAT_VERSION}")
+    check_checkpoint(data, path)  # every part's type, the config against Config, finite weights
     return data
 
 

@@ -18,6 +18,14 @@ from a3c_torch.errors import UsageError
 
 OPTIMIZER_DEFAULT_LR = {"adam": 1e-4, "rmsprop": 7e-4}
 
+# Upper bounds that keep a typo from asking for terabytes: an LSTM of 1,000,000 is a 16 TB weight
+# matrix, a 1,000,000-pixel screen a 931 GiB frame. Atari frames are 210x160, so a larger screen
+# only upsamples; an LSTM of 4096 is already 16x the paper's.
+MAX_SCREEN_SIZE = 256
+MAX_HIDDEN_SIZE = 4096
+# Each env is an emulator of its own (tens of MB); past a few dozen the batched forward gains nothing.
+MAX_ENVS_PER_PROCESS = 256
+
 # Settings that define the model and the optimizer's state layout: a resumed run must keep them.
 IDENTITY_FIELDS = ("env_id", "screen_size", "model", "hidden_size", "full_action_space", "optimizer")
 # What a run's config means when it was written before the setting existed (older checkpoints).
@@ -34,7 +42,7 @@ class Config:
     env_id: str = _setting("ALE/Breakout-v5", "gymnasium env id: an Atari game (ALE/Pong-v5, ...) or a vector-observation env (CartPole-v1, ...)")
     screen_size: int = _setting(84, "Atari frames are resized to SCREEN_SIZE x SCREEN_SIZE grayscale (84 keeps Pong's ball visible; 42 trains about 1.7x as fast but learned Pong about 3x more slowly per step in our runs)")
     repeat_action_probability: float = _setting(0.25, "sticky actions: chance the emulator repeats the previous action (0.25 is the ALE v5 protocol, 0 turns them off)")
-    full_action_space: bool = _setting(False, "use all 18 Atari actions instead of the game's minimal set", flag="--full-action-space")
+    full_action_space: bool = _setting(False, "use all 18 Atari actions instead of the game's minimal set")
     model: str = _setting("a3c", "conv trunk for Atari frames: a3c (the A3C paper's: conv 16 8x8/4, conv 32 4x4/2, FC 256, ReLU; Mnih et al. 2016) or universe (4x conv 32 3x3/2, ELU; about 3x the network time per step)", choices=("a3c", "universe"))
     # --- processes ---
     num_processes: int = _setting(os.cpu_count() or 1, "number of Hogwild worker processes (one per CPU core is the intended use)")
@@ -54,7 +62,7 @@ class Config:
     hidden_size: int = _setting(256, "LSTM cell size")
     seed: int = _setting(1, "base seed; worker i uses SEED + i")
     # --- evaluation ---
-    evaluator: bool = _setting(True, "run an evaluator process that plays full games periodically", flag="--no-evaluator")
+    evaluator: bool = _setting(True, "run an evaluator process that plays full games periodically (--no-evaluator turns it off)")
     eval_device: str = _setting("auto", "evaluator device: auto (cuda when available), cpu or cuda", choices=("auto", "cpu", "cuda"))
     eval_interval: float = _setting(60.0, "seconds between two evaluations")
     eval_episodes: int = _setting(10, "full games per evaluation")
@@ -85,12 +93,15 @@ def validate(cfg: Config) -> None:
     for name in positive_ints:
         if getattr(cfg, name) <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(cfg, name)}")
+    for name, bound in (("screen_size", MAX_SCREEN_SIZE), ("hidden_size", MAX_HIDDEN_SIZE), ("envs_per_process", MAX_ENVS_PER_PROCESS)):
+        if getattr(cfg, name) > bound:
+            raise UsageError(f"--{name.replace('_', '-')} must be at most {bound}, got {getattr(cfg, name)}")
     positive_floats = ("checkpoint_interval", "eval_interval", "log_interval", "max_grad_norm")
     for name in positive_floats:
         if not getattr(cfg, name) > 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive, got {getattr(cfg, name)}")
     if cfg.target_eval_return is not None and not cfg.evaluator:
-        raise UsageError("--target-eval-return needs the evaluator (drop --no-evaluator)")
+        raise UsageError("--target-eval-return needs the evaluator (--evaluator, not --no-evaluator)")
     if cfg.lr is not None and not 0 < cfg.lr < math.inf:
         raise UsageError(f"--lr must be positive and finite, got {cfg.lr}")
     if not 0 <= cfg.seed < 2**31:  # NumPy seeds are unsigned 32-bit; workers add their rank
@@ -122,15 +133,18 @@ def build_parser() -> argparse.ArgumentParser:
         prog="train.py",
         description="Train an LSTM actor-critic with A3C: Hogwild workers, one per CPU core, on a shared model.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        # No abbreviations: `--max-step=N` must not silently stand for --max-steps (nor become
+        # ambiguous when a flag is added); evaluate.py's parser refuses them too.
+        allow_abbrev=False,
     )
     for f in dataclasses.fields(Config):
         meta = dict(f.metadata)
         help_text = meta.pop("help")
-        flag = meta.pop("flag", "--" + f.name.replace("_", "-"))
+        flag = "--" + f.name.replace("_", "-")
         if f.type in ("bool", bool):
-            # Boolean settings are switches; the flag's name says which way it flips the default.
-            action = "store_false" if f.default else "store_true"
-            parser.add_argument(flag, dest=f.name, action=action, help=help_text)
+            # Boolean settings are pairs, --evaluator / --no-evaluator: a resumed run can turn
+            # either way what its saved config says.
+            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=f.default, help=help_text)
             continue
         base_type = {"int": int, "float": float, "str": str, "Optional[float]": float, "Optional[str]": str}[f.type]
         parser.add_argument(flag, dest=f.name, type=base_type, default=f.default, help=help_text, **meta)
@@ -147,14 +161,12 @@ def parse_with(parser: argparse.ArgumentParser, argv=None) -> tuple[Config, set[
     """Like parse_args, with a parser that may have flags of its own (returned in the dict)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
-    defaults = parser.parse_args([])
     names = {f.name for f in dataclasses.fields(Config)}
-    explicit = {name for name, value in vars(args).items() if name in names and value != getattr(defaults, name)}
-    # A flag given with its default value still counts as explicit for resume checks.
-    for f in dataclasses.fields(Config):
-        option = f.metadata.get("flag", "--" + f.name.replace("_", "-"))
-        if any(a == option or a.startswith(option + "=") for a in argv):
-            explicit.add(f.name)
+    # What the user gave, in whatever spelling, even with its default value (resume checks need
+    # it): argparse leaves a setting that is already in the namespace alone unless a flag sets it.
+    unset = object()
+    given = parser.parse_args(argv, namespace=argparse.Namespace(**{name: unset for name in names}))
+    explicit = {name for name in names if getattr(given, name) is not unset}
     values = vars(args)
     extra = {name: value for name, value in values.items() if name not in names}
     return Config(**{name: value for name, value in values.items() if name in names}), explicit, extra

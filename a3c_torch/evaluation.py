@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 import warnings
 from pathlib import Path
 
 import ale_py
+import gymnasium as gym
 import torch
 
 from a3c_torch.checkpoint import checkpoint_in, load_checkpoint, newest_run, resolve_checkpoint
@@ -107,6 +109,7 @@ def evaluate_checkpoint(args: argparse.Namespace, out) -> dict:
         check_json_destination(args.json)
     if args.record_video:
         prepare_video_dir(args.record_video)
+        check_video_rendering(settings, args.seed)
     env = make_env(settings, seed=args.seed, train=False, render_mode="rgb_array" if args.record_video else None)
     try:
         if args.env_id:
@@ -125,6 +128,8 @@ def evaluate_checkpoint(args: argparse.Namespace, out) -> dict:
 def check_args(args: argparse.Namespace) -> None:
     if args.episodes <= 0:
         raise UsageError(f"--episodes must be a positive integer, got {args.episodes}")
+    if not 0 <= args.seed < 2**31:  # game i is reset with seed + i: env seeds are unsigned
+        raise UsageError(f"--seed must be in [0, 2**31), got {args.seed}")
 
 
 def choose_device(choice: str) -> torch.device:
@@ -230,6 +235,7 @@ def load_model(checkpoint: dict, checkpoint_path: Path, cfg: Config, env, device
 
 
 def prepare_video_dir(video_dir: str) -> None:
+    """The directory exists and takes files: checked before playing, not when the first mp4 is written."""
     path = Path(video_dir)
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -237,6 +243,35 @@ def prepare_video_dir(video_dir: str) -> None:
         raise UsageError(f"{path}: --record-video needs a directory, and this is a file") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot create the video directory: {exc.strerror or exc}") from None
+    probe = path / f".write-test-{os.getpid()}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"{path}: --record-video cannot write there ({exc.strerror or exc})") from None
+
+
+def check_video_rendering(settings: EnvSettings, seed: int) -> None:
+    """One frame drawn, and the mp4 writer importable, before any game is played: vector envs
+    (CartPole, ...) draw with pygame-ce, RecordVideo writes with moviepy."""
+    # Frames are drawn off screen: no window, and no pygame banner on stdout (--json - keeps it pure).
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+    try:
+        import moviepy  # noqa: F401
+    except ImportError:
+        raise UsageError("--record-video needs moviepy to write mp4 files, and it is not installed (pip install -r requirements.txt)") from None
+    probe = make_env(settings, seed=seed, train=False, render_mode="rgb_array")
+    try:
+        probe.reset(seed=seed)
+        frame = probe.render()
+    except gym.error.DependencyNotInstalled as exc:
+        reason = (str(exc).strip().splitlines() or ["a renderer is missing"])[0]
+        raise UsageError(f"--record-video: {settings.env_id} cannot draw its frames here: {reason} (pip install -r requirements.txt installs pygame-ce, which CartPole and the other classic-control envs draw with)") from None
+    finally:
+        probe.close()
+    if frame is None:
+        raise UsageError(f"--record-video: {settings.env_id} draws no frames (its render() returned nothing)")
 
 
 def with_video(env, video_dir: str, settings: EnvSettings, checkpoint_path: Path):

@@ -6,6 +6,21 @@ instead, so the trainer can stop them in order and write its final checkpoint. I
 killed outright, a parent-death signal (Linux, SIGKILL) and a parent-pid check in their loops end
 them, so no orphan keeps burning CPU.
 
+Both must hold from a child's first moment, not from its entry point: a spawned child spends
+seconds unpickling its arguments, which imports torch, gymnasium and the worker module, before
+its target runs. So:
+- the trainer starts its children with SIGINT and SIGTERM blocked (`start_children`): the mask
+  survives fork and exec, so a Ctrl-C during a child's interpreter start-up waits, and is then
+  dropped when the child ignores it;
+- every child's target is `child_main`, from this module (which imports nothing heavy), and its
+  first argument a `ChildStart`, whose unpickling calls `arm_child`: ignore the signals, set the
+  parent-death signal, check the trainer is still there. Pickle rebuilds arguments in order, so
+  this runs before the other arguments (the model's tensors, the worker's function) import torch.
+
+The trainer is named by its pid: under the forkserver start method a child's parent is the fork
+server (a child of the trainer), so "my parent, or my parent's parent, is the trainer" is the check.
+The server exits when the trainer dies, and its children then get their parent-death signal.
+
 Each child also names itself (`a3c-worker-0`, `a3c-evaluator`) so `ps`, `top` and
 benchmarks/soak.py can tell the processes apart.
 """
@@ -19,10 +34,13 @@ import sys
 import time
 import traceback
 
-import torch
+from a3c_torch.errors import UsageError
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_NAME = 15
+# What a terminal, `timeout` or a scheduler sends the whole process group; the trainer handles them.
+CHILD_IGNORES = (signal.SIGINT, signal.SIGTERM)
+_trainer_pid = None  # set in a child by arm_child
 
 
 def _prctl(option: int, value) -> None:
@@ -38,25 +56,99 @@ def set_process_name(name: str) -> None:
     _prctl(_PR_SET_NAME, ("a3c-" + name.replace(" ", "-")).encode()[:15])
 
 
-def setup_child(parent_pid: int) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+class ChildStart:
+    """The first argument of every child process. Unpickling it in the child arms the child
+    (`arm_child`) before the arguments after it are unpickled, and so before torch is imported."""
+
+    def __init__(self, trainer_pid: int):
+        self.trainer_pid = trainer_pid
+
+    def __reduce__(self):
+        return (arm_child, (self.trainer_pid,))
+
+
+def arm_child(trainer_pid: int) -> ChildStart:
+    """Ignore the group's signals, die with the trainer, and exit now if it is gone already."""
+    global _trainer_pid
+    for signum in CHILD_IGNORES:
+        signal.signal(signum, signal.SIG_IGN)  # also drops one that arrived while they were blocked
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, CHILD_IGNORES)  # blocked by start_children
     # SIGKILL, not SIGTERM: children ignore SIGTERM, and an orphan has nobody to report to anyway.
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent_pid:  # the parent died before the signal was armed
-        sys.exit(1)
+    _let_the_forkserver_go()
+    if not parent_alive(trainer_pid):  # the trainer died before the signal was armed
+        os._exit(1)
+    _trainer_pid = trainer_pid
+    return ChildStart(trainer_pid)
+
+
+def _let_the_forkserver_go() -> None:
+    """Under forkserver: close our copy of the server's "alive" pipe. The server exits when every
+    holder of that pipe has closed it; children of ours start no processes, so with only the
+    trainer holding it the server dies with the trainer, and we with the server (parent-death signal)."""
+    forkserver = sys.modules.get("multiprocessing.forkserver")
+    server = getattr(forkserver, "_forkserver", None)
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if fd is not None and getattr(server, "_forkserver_pid", None) is None:  # set only in the trainer
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+        server._forkserver_alive_fd = None
+
+
+def child_main(start: ChildStart, body, *args) -> None:
+    """Every child's process target: `body(*args)`, once the child is armed."""
+    arm_child(start.trainer_pid)  # again: with the fork start method nothing was unpickled
+    body(*args)
+
+
+def start_children(processes: dict) -> None:
+    """Start the trainer's children (name -> Process), with the signals they ignore blocked until
+    each has armed itself; a process the OS refuses (a pid limit) is a one-line UsageError."""
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, CHILD_IGNORES) if hasattr(signal, "pthread_sigmask") else None
+    try:
+        for name, process in processes.items():
+            try:
+                process.start()
+            except OSError as exc:  # BlockingIOError (EAGAIN) under a pid limit, ENOMEM, ...
+                workers = sum(key.startswith("worker") for key in processes)
+                raise UsageError(f"--num-processes {workers}: the system refused to start {name} ({exc.strerror or exc}); use fewer processes") from None
+    finally:
+        if blocked is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)  # a signal that came meanwhile is handled now
+
+
+def setup_child(parent_pid: int) -> None:
+    """At the start of a child's body: armed (again), and one intra-op thread."""
+    arm_child(parent_pid)
+    import torch  # here, not at the top: this module is what a child imports first
+
     # N workers on N cores: more than one intra-op thread each only makes them fight.
     torch.set_num_threads(1)
 
 
+def _parent_of(pid: int) -> int | None:
+    """The parent pid of process `pid` (Linux /proc), None if unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def parent_alive(parent_pid: int) -> bool:
-    return os.getppid() == parent_pid
+    """Is the trainer `parent_pid` still there: our parent (spawn, fork), or our parent's parent
+    (forkserver: the server is the trainer's child). An orphan has been reparented, so neither."""
+    parent = os.getppid()
+    return parent == parent_pid or _parent_of(parent) == parent_pid
 
 
 def run_child(name: str, stats_queue, body, *args) -> None:
     """Run `body(*args)`; on any exception send its traceback to the trainer and exit 1."""
     set_process_name(name)
-    parent_pid = os.getppid()
+    parent_pid = _trainer_pid if _trainer_pid is not None else os.getppid()
     try:
         body(*args)
     except BaseException as exc:  # noqa: BLE001 - report everything, then die non-zero

@@ -25,7 +25,7 @@ from a3c_torch.evaluator import evaluator_main, resolve_device
 from a3c_torch.metrics import Metrics
 from a3c_torch.model import ActorCritic
 from a3c_torch.optim import make_optimizer, scheduled_lr
-from a3c_torch.processes import StepCounter, StopFlag
+from a3c_torch.processes import ChildStart, StepCounter, StopFlag, child_main, start_children
 from a3c_torch.worker import worker_main
 from a3c_torch.worker_state import unpack, worker_seed
 
@@ -85,6 +85,8 @@ def config_for_resume(cfg: Config, explicit: set[str]) -> tuple[Config, dict, Pa
         if name in explicit and getattr(cfg, name) != getattr(saved, name):
             raise UsageError(f"--resume {cfg.resume}: the checkpoint was trained with --{name.replace('_', '-')} {getattr(saved, name)}, not {getattr(cfg, name)}")
     merged = Config.from_dict({**saved.to_dict(), **{name: getattr(cfg, name) for name in explicit if name not in IDENTITY_FIELDS}, "resume": cfg.resume})
+    if merged.target_eval_return is not None and not merged.evaluator and "evaluator" not in explicit:
+        raise UsageError(f"--resume {cfg.resume}: the run was trained with --no-evaluator, and --target-eval-return needs the evaluator: add --evaluator")
     validate(merged)
     if data["global_step"] >= merged.max_steps:
         raise UsageError(f"--resume {cfg.resume}: the run is already at step {data['global_step']:,} >= --max-steps {merged.max_steps:,}; pass a larger --max-steps to go on")
@@ -132,8 +134,8 @@ class Trainer:
         try:
             self.model.load_state_dict(checkpoint["model"])
             self.optimizer.load_state_dict(checkpoint["optimizer"])
-        except (RuntimeError, ValueError, KeyError) as exc:
-            raise UsageError(f"--resume {self.cfg.resume}: checkpoint does not fit this model: {str(exc).splitlines()[0]}") from None
+        except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as exc:  # the layout itself was checked at load
+            raise UsageError(f"--resume {self.cfg.resume}: checkpoint does not fit this model: {(str(exc).strip().splitlines() or [type(exc).__name__])[0]}") from None
         self.start_step = int(checkpoint["global_step"])
         self.best_eval = checkpoint.get("best_eval_return")
         self.previous_wall_time = float(checkpoint.get("wall_time", 0.0))
@@ -196,10 +198,10 @@ class Trainer:
         for rank in range(self.num_workers):
             start = (worker_seed(cfg.seed, self.worker_rank_offset + rank, self.start_step), self.saved_worker_states.get(rank))
             args = (rank, cfg, self.model, self.optimizer, self.global_steps, self.stop_event, self.stats, parent_pid, *start)
-            self.processes[f"worker {rank}"] = ctx.Process(target=worker_main, args=args, name=f"a3c-worker-{rank}", daemon=True)
+            self.processes[f"worker {rank}"] = ctx.Process(target=child_main, args=(ChildStart(parent_pid), worker_main, *args), name=f"a3c-worker-{rank}", daemon=True)
         if cfg.evaluator:
             args = (cfg, self.model, self.global_steps, self.stop_event, self.stats, parent_pid, str(self.eval_device), self.best_eval)
-            self.processes["evaluator"] = ctx.Process(target=evaluator_main, args=args, name="a3c-evaluator", daemon=True)
+            self.processes["evaluator"] = ctx.Process(target=child_main, args=(ChildStart(parent_pid), evaluator_main, *args), name="a3c-evaluator", daemon=True)
 
     def _run(self) -> int:
         cfg = self.cfg
@@ -219,8 +221,7 @@ class Trainer:
         print(f"training {cfg.env_id}{trunk} with {self.num_workers} worker processes{envs}" + (f" and an evaluator on {self.eval_device}" if cfg.evaluator else "") + f", up to {cfg.max_steps:,} steps", flush=True)
         failure = None
         try:
-            for process in self.processes.values():
-                process.start()
+            start_children(self.processes)  # armed against early signals and a dead trainer (processes.py)
             failure = self._watch()
         finally:
             # Also after an unexpected error in the trainer itself: stop the children, keep the work.
