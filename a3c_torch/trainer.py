@@ -76,6 +76,16 @@ def ensure_writable(folder: Path) -> None:
         raise UsageError(f"{folder}: not writable ({exc.strerror})") from None
 
 
+def step_of(path: Path) -> int | None:
+    """The global step of a checkpoint file; None if there is none (or it is unreadable)."""
+    if not path.is_file():
+        return None
+    try:
+        return int(load_checkpoint(path)["global_step"])
+    except (UsageError, TypeError, ValueError):
+        return None
+
+
 def config_for_resume(cfg: Config, explicit: set[str]) -> tuple[Config, dict, Path]:
     """The saved run's config, with the flags given now applied on top (identity flags must match)."""
     path = resolve_checkpoint(cfg.resume)
@@ -95,6 +105,9 @@ class Trainer:
     def __init__(self, cfg: Config, explicit: set[str] = frozenset()):
         validate(cfg)
         checkpoint = None
+        # The step of each checkpoint file in the run directory, as far as this trainer knows.
+        self.steps_on_disk: dict[str, int | None] = {}
+        self.failed_writes: dict[str, str] = {}  # name -> why its last write failed
         if cfg.resume:
             cfg, checkpoint, self.run_dir = config_for_resume(cfg, explicit)
             ensure_writable(self.run_dir / "checkpoints")
@@ -141,7 +154,7 @@ class Trainer:
 
     # --- checkpoints ---
     def save(self, name: str, global_step: int, model_state=None, worker_states=None) -> bool:
-        """Write a checkpoint; on failure warn and keep the previous one. True if written."""
+        """Write a checkpoint; on failure say why and which one is kept. True if written."""
         payload = {
             "model": model_state if model_state is not None else {k: v.clone() for k, v in self.model.state_dict().items()},
             "optimizer": snapshot(self.optimizer.state_dict()),  # workers keep stepping it meanwhile
@@ -155,11 +168,38 @@ class Trainer:
             payload["worker_states"] = worker_states
         try:
             save_checkpoint(self.run_dir / "checkpoints" / name, payload)
-            return True
         except (OSError, NonFiniteWeights) as exc:
             # Disk full, NaN weights: the previous checkpoint is untouched; say so and go on.
-            print(f"warning: {exc}; the previous {name} is kept", file=sys.stderr, flush=True)
+            reason = getattr(exc, "reason", None) or str(exc).removeprefix(f"{name} not written: ")
+            self.failed_writes[name] = reason
+            print(f"warning: {name} not written at step {global_step:,}: {reason}; {self._kept(name)}", file=sys.stderr, flush=True)
             return False
+        self.steps_on_disk[name] = int(global_step)
+        if self.failed_writes.pop(name, None) is not None:
+            print(f"{name} written again, at step {global_step:,}", file=sys.stderr, flush=True)
+        return True
+
+    def _step_on_disk(self, name: str) -> int | None:
+        if name not in self.steps_on_disk:  # a file this trainer did not write (a resumed run's)
+            self.steps_on_disk[name] = step_of(self.run_dir / "checkpoints" / name) if self.run_dir is not None else None
+        return self.steps_on_disk[name]
+
+    def _kept(self, name: str) -> str:
+        step = self._step_on_disk(name)
+        return f"the previous {name} is kept, at step {step:,}" if step is not None else f"there is no earlier {name}"
+
+    def _last_good(self, step: int) -> str:
+        """The last line of a run whose final checkpoint could not be written."""
+        why = self.failed_writes.get("latest.pt", "unknown error")
+        folder = self.run_dir / "checkpoints"
+        kept, best = self._step_on_disk("latest.pt"), self._step_on_disk("best.pt")
+        if kept is not None:
+            where = f"the last good checkpoint is {folder / 'latest.pt'}, at step {kept:,} (resume with: python train.py --resume {self.run_dir})"
+        elif best is not None:
+            where = f"this run has no latest.pt; its only checkpoint is {folder / 'best.pt'}, at step {best:,}"
+        else:
+            where = "this run has no checkpoint at all: its training is lost"
+        return f"error: the final checkpoint (step {step:,}) was not written: {why}; {where}"
 
     def _model_is_finite(self) -> bool:
         return all(all_finite(p) for p in self.model.parameters())
@@ -232,11 +272,15 @@ class Trainer:
         return self._report(failure, step, saved)
 
     def _report(self, failure, step: int, saved: bool) -> int:
+        """The last lines of a run; an unwritten final checkpoint is an error, said last."""
         checkpoints = self.run_dir / "checkpoints"
         if failure:
             name, detail = failure
-            kept = f"its checkpoint is in {checkpoints}" if saved else f"the last good checkpoint (if any) is in {checkpoints}"
+            kept = f"its checkpoint is in {checkpoints}" if saved else "its final checkpoint was not written (see the last line)"
             print(f"error: {name} failed; the run stopped at step {step:,} and {kept}\n{detail}", file=sys.stderr, flush=True)
+        if not saved:
+            print(self._last_good(step), file=sys.stderr, flush=True)
+        if failure or not saved:
             return EXIT_FAILED
         if self.stop_signal is not None:
             print(f"stopped at step {step:,}; resume with: python train.py --resume {self.run_dir}", flush=True)
@@ -312,8 +356,9 @@ class Trainer:
         step, mean, weights = message[1], message[2], message[5]
         self.metrics.handle(message[:5])
         if weights is not None and (self.best_eval is None or mean > self.best_eval):
-            self.best_eval = mean
-            self.save("best.pt", step, model_state=weights)
+            previous, self.best_eval = self.best_eval, mean
+            if not self.save("best.pt", step, model_state=weights):
+                self.best_eval = previous  # latest.pt must not claim a best that best.pt does not hold
         target = self.cfg.target_eval_return
         if target is not None and mean >= target and not self.target_reached:
             self.target_reached = True
