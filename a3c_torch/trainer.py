@@ -26,6 +26,7 @@ from a3c_torch.metrics import Metrics
 from a3c_torch.model import ActorCritic
 from a3c_torch.optim import make_optimizer, scheduled_lr
 from a3c_torch.processes import StepCounter, StopFlag
+from a3c_torch.run_lock import RunLock, lock_run_dir
 from a3c_torch.worker import worker_main
 from a3c_torch.worker_state import unpack, worker_seed
 
@@ -86,9 +87,11 @@ def step_of(path: Path) -> int | None:
         return None
 
 
-def config_for_resume(cfg: Config, explicit: set[str]) -> tuple[Config, dict, Path]:
+def config_for_resume(cfg: Config, explicit: set[str]) -> tuple[Config, dict, Path, RunLock]:
     """The saved run's config, with the flags given now applied on top (identity flags must match)."""
     path = resolve_checkpoint(cfg.resume)
+    # Locked before anything is read: the run's latest.pt must not change under us.
+    lock = lock_run_dir(path.parent.parent)
     data = load_checkpoint(path)
     saved = Config.from_dict(data["config"])
     for name in IDENTITY_FIELDS:
@@ -98,18 +101,18 @@ def config_for_resume(cfg: Config, explicit: set[str]) -> tuple[Config, dict, Pa
     validate(merged)
     if data["global_step"] >= merged.max_steps:
         raise UsageError(f"--resume {cfg.resume}: the run is already at step {data['global_step']:,} >= --max-steps {merged.max_steps:,}; pass a larger --max-steps to go on")
-    return merged, data, path.parent.parent
+    return merged, data, path.parent.parent, lock
 
 
 class Trainer:
     def __init__(self, cfg: Config, explicit: set[str] = frozenset()):
         validate(cfg)
-        checkpoint = None
+        checkpoint, self.run_lock = None, None
         # The step of each checkpoint file in the run directory, as far as this trainer knows.
         self.steps_on_disk: dict[str, int | None] = {}
         self.failed_writes: dict[str, str] = {}  # name -> why its last write failed
         if cfg.resume:
-            cfg, checkpoint, self.run_dir = config_for_resume(cfg, explicit)
+            cfg, checkpoint, self.run_dir, self.run_lock = config_for_resume(cfg, explicit)
             ensure_writable(self.run_dir / "checkpoints")
             remove_stale_temp_files(self.run_dir / "checkpoints")  # left by a kill during a write
         if cfg.lr is None:
@@ -132,6 +135,8 @@ class Trainer:
             self._restore(checkpoint)
         else:
             self.run_dir = self._new_run_dir()
+            if self.run_dir is not None:
+                self.run_lock = lock_run_dir(self.run_dir)
         # Shared after loading: load_state_dict may replace tensors with private ones.
         self.model.share_memory()
         self.optimizer.share_memory()
@@ -225,6 +230,8 @@ class Trainer:
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
+            if self.run_lock is not None:
+                self.run_lock.release()
 
     def _create_processes(self) -> None:
         cfg = self.cfg

@@ -102,6 +102,7 @@ def test_a_failed_write_says_why_and_what_is_kept_truthfully(tmp_path, monkeypat
 def test_a_resumed_run_knows_the_step_of_the_checkpoint_it_keeps(tmp_path, monkeypatch, capsys):
     first = new_trainer(tmp_path)
     assert first.save("latest.pt", 1_000)
+    first.run_lock.release()
     resumed = Trainer(Config(resume=str(first.run_dir), max_steps=5_000), explicit={"max_steps"})
     resumed.started = 0.0
     FullDisk(monkeypatch)
@@ -114,6 +115,7 @@ def test_an_unwritten_final_checkpoint_fails_the_run_and_its_last_line_names_the
     """Real training (one spawned worker), disk full from the start of the resumed run."""
     first = new_trainer(tmp_path)
     assert first.save("latest.pt", 40)
+    first.run_lock.release()
     capsys.readouterr()
     FullDisk(monkeypatch)
     resumed = Trainer(Config(resume=str(first.run_dir), max_steps=400, checkpoint_interval=1000), explicit={"max_steps", "checkpoint_interval"})
