@@ -26,7 +26,7 @@ from a3c_torch.metrics import Metrics
 from a3c_torch.model import ActorCritic
 from a3c_torch.optim import make_optimizer, scheduled_lr
 from a3c_torch.processes import StepCounter, StopFlag
-from a3c_torch.run_lock import RunLock, lock_run_dir
+from a3c_torch.run_lock import RunDirInUse, lock_run_dir
 from a3c_torch.worker import worker_main
 from a3c_torch.worker_state import unpack, worker_seed
 
@@ -77,6 +77,14 @@ def ensure_writable(folder: Path) -> None:
         raise UsageError(f"{folder}: not writable ({exc.strerror})") from None
 
 
+def run_dir_of(checkpoint: Path) -> Path | None:
+    """The run directory a checkpoint file belongs to (RUN/checkpoints/NAME.pt), or None."""
+    folder = checkpoint.parent
+    if folder.name == "checkpoints" and (folder.parent / "config.json").is_file():
+        return folder.parent
+    return None
+
+
 def step_of(path: Path) -> int | None:
     """The global step of a checkpoint file; None if there is none (or it is unreadable)."""
     if not path.is_file():
@@ -87,12 +95,8 @@ def step_of(path: Path) -> int | None:
         return None
 
 
-def config_for_resume(cfg: Config, explicit: set[str]) -> tuple[Config, dict, Path, RunLock]:
+def config_for_resume(cfg: Config, explicit: set[str], data: dict) -> Config:
     """The saved run's config, with the flags given now applied on top (identity flags must match)."""
-    path = resolve_checkpoint(cfg.resume)
-    # Locked before anything is read: the run's latest.pt must not change under us.
-    lock = lock_run_dir(path.parent.parent)
-    data = load_checkpoint(path)
     saved = Config.from_dict(data["config"])
     for name in IDENTITY_FIELDS:
         if name in explicit and getattr(cfg, name) != getattr(saved, name):
@@ -101,20 +105,23 @@ def config_for_resume(cfg: Config, explicit: set[str]) -> tuple[Config, dict, Pa
     validate(merged)
     if data["global_step"] >= merged.max_steps:
         raise UsageError(f"--resume {cfg.resume}: the run is already at step {data['global_step']:,} >= --max-steps {merged.max_steps:,}; pass a larger --max-steps to go on")
-    return merged, data, path.parent.parent, lock
+    return merged
 
 
 class Trainer:
     def __init__(self, cfg: Config, explicit: set[str] = frozenset()):
         validate(cfg)
-        checkpoint, self.run_lock = None, None
+        checkpoint, self.run_lock, self.resumed_in_place = None, None, False
         # The step of each checkpoint file in the run directory, as far as this trainer knows.
         self.steps_on_disk: dict[str, int | None] = {}
         self.failed_writes: dict[str, str] = {}  # name -> why its last write failed
         if cfg.resume:
-            cfg, checkpoint, self.run_dir, self.run_lock = config_for_resume(cfg, explicit)
-            ensure_writable(self.run_dir / "checkpoints")
-            remove_stale_temp_files(self.run_dir / "checkpoints")  # left by a kill during a write
+            checkpoint_path = resolve_checkpoint(cfg.resume)
+            home = run_dir_of(checkpoint_path)
+            # Locked before anything is read: the run's latest.pt must not change under us.
+            busy = self._lock(home) if home is not None else None
+            checkpoint = load_checkpoint(checkpoint_path)
+            cfg = config_for_resume(cfg, explicit, checkpoint)
         if cfg.lr is None:
             cfg.lr = cfg.learning_rate
         self.cfg = cfg
@@ -133,6 +140,7 @@ class Trainer:
         self.sps_window = 1.0  # seconds over which steps/s is measured
         if checkpoint is not None:
             self._restore(checkpoint)
+            self.run_dir = self._resume_where(checkpoint_path, home, busy, "runs_dir" in explicit)
         else:
             self.run_dir = self._new_run_dir()
             if self.run_dir is not None:
@@ -145,6 +153,50 @@ class Trainer:
 
     def _new_run_dir(self):
         return create_run_dir(self.cfg)
+
+    def _lock(self, run_dir: Path) -> RunDirInUse | None:
+        """Take the run directory's lock; returns the refusal instead of raising it (a resume
+        from an older checkpoint goes to a new run directory and does not need it)."""
+        try:
+            self.run_lock = lock_run_dir(run_dir)
+        except RunDirInUse as busy:
+            return busy
+        return None
+
+    def _resume_where(self, checkpoint_path: Path, home: Path | None, busy: RunDirInUse | None, runs_dir_given: bool) -> Path:
+        """The run directory to continue in: the checkpoint's own, unless that would overwrite a
+        newer latest.pt (or the file is not in a run directory); then a new one (beside the old
+        run unless --runs-dir says where), and the old run stays as it was, checkpoints and
+        curves (a resume in place drops the events after its checkpoint's step)."""
+        step = self.start_step
+        why_new = None
+        if home is None:
+            why_new = "it is not in a run directory (RUN/checkpoints/)"
+        else:
+            latest = home / "checkpoints" / "latest.pt"
+            if not (latest.exists() and latest.samefile(checkpoint_path)):
+                newer = step_of(latest)
+                if newer is not None and newer >= step:
+                    why_new = f"the run's latest.pt is newer (step {newer:,}) and is kept, with the run's curves"
+        if why_new is None:
+            if busy is not None:
+                raise busy
+            ensure_writable(home / "checkpoints")
+            remove_stale_temp_files(home / "checkpoints")  # left by a kill during a write
+            self.resumed_in_place = True
+            return home
+        if self.run_lock is not None:
+            self.run_lock.release()  # the old run is only read
+            self.run_lock = None
+        # The new run's best.pt is its own: its first evaluation writes one.
+        self.best_eval = None
+        if home is not None and not runs_dir_given:
+            self.cfg.runs_dir = str(home.parent)
+        run_dir = self._new_run_dir()
+        if run_dir is not None:
+            self.run_lock = lock_run_dir(run_dir)
+        print(f"resuming from {checkpoint_path} (step {step:,}) in a new run directory: {why_new}", flush=True)
+        return run_dir
 
     def _restore(self, checkpoint: dict) -> None:
         try:
@@ -253,7 +305,7 @@ class Trainer:
         self._create_processes()
         self.started = time.monotonic()
         try:
-            self.metrics = Metrics(self.run_dir, cfg.to_dict(), self.start_step, cfg.max_steps, lambda step: scheduled_lr(cfg.learning_rate, cfg.lr_schedule, step, cfg.max_steps), cfg.log_interval, resumed=cfg.resume is not None, sps_window=self.sps_window)
+            self.metrics = Metrics(self.run_dir, cfg.to_dict(), self.start_step, cfg.max_steps, lambda step: scheduled_lr(cfg.learning_rate, cfg.lr_schedule, step, cfg.max_steps), cfg.log_interval, resumed=self.resumed_in_place, sps_window=self.sps_window)
         except OSError as exc:
             raise UsageError(f"{self.run_dir}: cannot write TensorBoard events there ({exc.strerror or exc})") from None
         if self.run_dir is not None:

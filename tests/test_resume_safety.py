@@ -1,5 +1,8 @@
-"""Resuming never destroys newer work (issue 23, item 5).
+"""Resuming never destroys newer work (issue 23, items 4 and 5).
 
+4. `--resume RUN/checkpoints/best.pt` (or any checkpoint older than the run's latest.pt)
+   continues in a new run directory beside the old one: the newer latest.pt and the curves after
+   that step stay as they were. A checkpoint at least as new as latest.pt continues in place.
 5. A run directory is locked while a trainer uses it (flock on RUN/.lock): a second trainer is
    refused with one line naming the holder; the kernel releases the lock when the holder exits,
    kill -9 included.
@@ -7,8 +10,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -47,6 +52,59 @@ def resume(target, **settings) -> Trainer:
 
 def runs_in(runs_dir: Path) -> list[Path]:
     return sorted(p for p in runs_dir.iterdir() if p.is_dir())
+
+
+# --- 4. an older checkpoint never overwrites a newer latest.pt --------------------------------
+def test_resuming_from_an_older_best_pt_continues_in_a_new_run_and_keeps_the_newer_latest_pt(tmp_path, capsys):
+    run_dir = make_run(tmp_path, latest_step=17_040, best_step=16_000)
+    latest_before = (run_dir / "checkpoints" / "latest.pt").read_bytes()
+    capsys.readouterr()
+    trainer = resume(run_dir / "checkpoints" / "best.pt")
+    out = capsys.readouterr().out
+    assert trainer.run_dir != run_dir and trainer.run_dir.parent == run_dir.parent, "beside the old run"
+    assert trainer.start_step == 16_000 and not trainer.resumed_in_place
+    assert trainer.best_eval is None, "the new run's best.pt is its own"
+    assert f"resuming from {run_dir / 'checkpoints' / 'best.pt'} (step 16,000) in a new run directory: the run's latest.pt is newer (step 17,040) and is kept" in out
+    assert (run_dir / "checkpoints" / "latest.pt").read_bytes() == latest_before
+    assert json.loads((trainer.run_dir / "config.json").read_text())["resume"] == str(run_dir / "checkpoints" / "best.pt"), "where it came from"
+
+
+def test_a_checkpoint_as_old_as_latest_pt_but_another_file_also_goes_to_a_new_run(tmp_path):
+    run_dir = make_run(tmp_path, latest_step=500, best_step=500)
+    assert resume(run_dir / "checkpoints" / "best.pt").run_dir != run_dir
+
+
+def test_a_checkpoint_newer_than_latest_pt_or_latest_pt_itself_continues_in_place(tmp_path):
+    run_dir = make_run(tmp_path, latest_step=17_040, best_step=18_000)  # killed after a best.pt
+    assert resume(run_dir / "checkpoints" / "best.pt").run_dir == run_dir
+    assert resume(run_dir / "checkpoints" / "latest.pt").run_dir == run_dir
+    assert resume(run_dir).resumed_in_place
+    only_best = make_run(tmp_path / "other", latest_step=None, best_step=300)
+    assert resume(only_best / "checkpoints" / "best.pt").run_dir == only_best
+    assert len(runs_in(tmp_path)) == 2  # run_dir and "other"
+
+
+def test_a_checkpoint_outside_a_run_directory_starts_a_new_run_in_runs_dir(tmp_path, capsys):
+    run_dir = make_run(tmp_path / "runs", latest_step=1_000)
+    loose = tmp_path / "copies" / "pong.pt"
+    loose.parent.mkdir()
+    shutil.copy(run_dir / "checkpoints" / "latest.pt", loose)
+    trainer = resume(loose, runs_dir=str(tmp_path / "elsewhere"))
+    assert trainer.run_dir.parent == tmp_path / "elsewhere"
+    assert not (tmp_path / "checkpoints").exists() and sorted(p.name for p in loose.parent.iterdir()) == ["pong.pt"]
+    assert "it is not in a run directory" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_train_py_resumed_from_best_pt_leaves_the_newer_run_untouched(tmp_path):
+    run_dir = make_run(tmp_path, latest_step=17_040, best_step=16_000)
+    before = {p.name: p.read_bytes() for p in sorted(run_dir.rglob("*")) if p.is_file() and p.name != ".lock"}
+    result = run_command("train.py", "--resume", run_dir / "checkpoints" / "best.pt", "--max-steps", 16_100, timeout=240)
+    assert result.returncode == 0, result.stderr
+    assert {p.name: p.read_bytes() for p in sorted(run_dir.rglob("*")) if p.is_file() and p.name != ".lock"} == before, "checkpoints and event files as they were"
+    (new_run,) = [p for p in runs_in(tmp_path) if p != run_dir]
+    assert f"run directory: {new_run}" in result.stdout and "in a new run directory" in result.stdout
+    assert load(new_run / "checkpoints" / "latest.pt")["global_step"] >= 16_100
 
 
 # --- 5. one trainer per run directory ---------------------------------------------------------
