@@ -44,7 +44,7 @@ def lock_run_dir(run_dir: str | os.PathLike) -> RunLock:
         # run after the trainer is gone). Forked children do, until they exit (with the trainer).
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError as exc:
-        raise UsageError(f"{run_dir}: cannot lock the run directory ({exc.strerror})") from None
+        raise UsageError(f"{run_dir}: not writable, cannot lock the run directory ({exc.strerror})") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

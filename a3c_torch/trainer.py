@@ -26,7 +26,7 @@ from a3c_torch.metrics import Metrics
 from a3c_torch.model import ActorCritic
 from a3c_torch.optim import make_optimizer, scheduled_lr
 from a3c_torch.processes import StepCounter, StopFlag
-from a3c_torch.run_lock import RunDirInUse, lock_run_dir
+from a3c_torch.run_lock import lock_run_dir
 from a3c_torch.worker import worker_main
 from a3c_torch.worker_state import unpack, worker_seed
 
@@ -154,16 +154,17 @@ class Trainer:
     def _new_run_dir(self):
         return create_run_dir(self.cfg)
 
-    def _lock(self, run_dir: Path) -> RunDirInUse | None:
-        """Take the run directory's lock; returns the refusal instead of raising it (a resume
-        from an older checkpoint goes to a new run directory and does not need it)."""
+    def _lock(self, run_dir: Path) -> UsageError | None:
+        """Take the run directory's lock; returns the refusal (in use, read-only) instead of
+        raising it: a resume from an older checkpoint goes to a new run directory, and only
+        reads this one."""
         try:
             self.run_lock = lock_run_dir(run_dir)
-        except RunDirInUse as busy:
-            return busy
+        except UsageError as refused:
+            return refused
         return None
 
-    def _resume_where(self, checkpoint_path: Path, home: Path | None, busy: RunDirInUse | None, runs_dir_given: bool) -> Path:
+    def _resume_where(self, checkpoint_path: Path, home: Path | None, busy: UsageError | None, runs_dir_given: bool) -> Path:
         """The run directory to continue in: the checkpoint's own, unless that would overwrite a
         newer latest.pt (or the file is not in a run directory); then a new one (beside the old
         run unless --runs-dir says where), and the old run stays as it was, checkpoints and

@@ -95,6 +95,16 @@ def test_a_checkpoint_outside_a_run_directory_starts_a_new_run_in_runs_dir(tmp_p
     assert "it is not in a run directory" in capsys.readouterr().out
 
 
+def test_a_run_directory_that_cannot_be_locked_can_still_be_branched_from(tmp_path):
+    """E.g. someone else's read-only run: going back to its best.pt writes only the new run."""
+    run_dir = make_run(tmp_path, latest_step=17_040, best_step=16_000)
+    (run_dir / ".lock").unlink()
+    (run_dir / ".lock").mkdir()  # cannot be opened as a file: like a read-only directory
+    assert resume(run_dir / "checkpoints" / "best.pt").run_dir != run_dir
+    with pytest.raises(UsageError, match="not writable, cannot lock the run directory"):
+        resume(run_dir)
+
+
 @pytest.mark.slow
 def test_train_py_resumed_from_best_pt_leaves_the_newer_run_untouched(tmp_path):
     run_dir = make_run(tmp_path, latest_step=17_040, best_step=16_000)
