@@ -7,6 +7,7 @@ fsynced, then renamed over the old one: a crash leaves the previous checkpoint, 
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import re
@@ -28,7 +29,14 @@ class NonFiniteWeights(ValueError):
 
 
 class CheckpointWriteFailed(OSError):
-    """The write failed (disk full, I/O error, ...); the previous checkpoint is untouched."""
+    """The write failed (disk full, I/O error, ...); the previous checkpoint is untouched.
+
+    `reason` says why in words ("no space left on device"), for a line of its own."""
+
+    def __init__(self, message: str, reason: str = "", errno_: int | None = None):
+        super().__init__(message)
+        self.reason = reason or message
+        self.errno = errno_
 
 
 def save_checkpoint(path: str | os.PathLike, payload: dict) -> None:
@@ -37,23 +45,42 @@ def save_checkpoint(path: str | os.PathLike, payload: dict) -> None:
     bad = non_finite_entries(payload.get("model", {})) + non_finite_entries(payload.get("optimizer", {}).get("state", {}), "optimizer.")
     if bad:
         raise NonFiniteWeights(f"{path.name} not written: non-finite values in {', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}")
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        with open(tmp, "wb") as f:
-            torch.save({"format_version": FORMAT_VERSION, **payload}, f)
-            f.flush()
-            os.fsync(f.fileno())
+        # Serialized in memory first: torch.save reports a full disk as an opaque RuntimeError
+        # ("enforce fail at inline_container.cc ... unexpected pos"); a plain write says ENOSPC.
+        buffer = io.BytesIO()
+        torch.save({"format_version": FORMAT_VERSION, **payload}, buffer)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_file(tmp, buffer.getbuffer())
         os.replace(tmp, path)
         _fsync_dir(path.parent)
-    except Exception as exc:  # noqa: BLE001 - torch.save turns a full disk into a RuntimeError
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else _first_line(exc)
-        failure = CheckpointWriteFailed(f"{path.name} not written: {reason}")
-        failure.errno = getattr(exc, "errno", None)
-        raise failure from exc
+    except Exception as exc:  # noqa: BLE001 - whatever failed, the previous checkpoint is untouched
+        code, reason = _why(exc)
+        raise CheckpointWriteFailed(f"{path.name} not written: {reason}", reason, code) from exc
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def _write_file(path: Path, data) -> None:
+    """The bytes on disk, fsynced (where a full disk shows: ENOSPC from write, or from fsync)."""
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _why(exc: BaseException) -> tuple[int | None, str]:
+    """The errno and a lower-case reason of a failed write ("no space left on device")."""
+    for cause in (exc, exc.__cause__, exc.__context__):
+        if isinstance(cause, OSError) and cause.errno is not None:
+            return cause.errno, _lower_first(cause.strerror or os.strerror(cause.errno))
+    return None, _first_line(exc)
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]
 
 
 def remove_stale_temp_files(folder: str | os.PathLike) -> None:

@@ -12,8 +12,9 @@ from collections import deque
 from typing import Callable
 
 import numpy as np
-from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
+
+from a3c_torch.events import open_event_writer
 
 LOSS_TAGS = ("losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/grad_norm")
 
@@ -23,7 +24,8 @@ class Metrics:
         # purge_step drops events a killed run wrote after its last checkpoint, so resumed
         # curves continue from the checkpoint instead of doubling back.
         # No run directory (a distributed node other than rank 0): progress only, no event files.
-        self.writer = SummaryWriter(str(run_dir), purge_step=start_step if resumed else None) if run_dir is not None else _NoEvents()
+        # A full disk under the event files stops the curves with one line, not the run (events.py).
+        self.writer = open_event_writer(run_dir, purge_step=start_step if resumed else None) if run_dir is not None else _NoEvents()
         self.learning_rate = learning_rate  # of the global step (a schedule may change it)
         self.recent_returns: deque = deque(maxlen=100)
         self.episodes = 0

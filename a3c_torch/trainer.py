@@ -26,6 +26,7 @@ from a3c_torch.metrics import Metrics
 from a3c_torch.model import ActorCritic
 from a3c_torch.optim import make_optimizer, scheduled_lr
 from a3c_torch.processes import ChildStart, StepCounter, StopFlag, child_main, start_children
+from a3c_torch.run_lock import lock_run_dir
 from a3c_torch.worker import worker_main
 from a3c_torch.worker_state import unpack, worker_seed
 
@@ -76,10 +77,26 @@ def ensure_writable(folder: Path) -> None:
         raise UsageError(f"{folder}: not writable ({exc.strerror})") from None
 
 
-def config_for_resume(cfg: Config, explicit: set[str]) -> tuple[Config, dict, Path]:
+def run_dir_of(checkpoint: Path) -> Path | None:
+    """The run directory a checkpoint file belongs to (RUN/checkpoints/NAME.pt), or None."""
+    folder = checkpoint.parent
+    if folder.name == "checkpoints" and (folder.parent / "config.json").is_file():
+        return folder.parent
+    return None
+
+
+def step_of(path: Path) -> int | None:
+    """The global step of a checkpoint file; None if there is none (or it is unreadable)."""
+    if not path.is_file():
+        return None
+    try:
+        return int(load_checkpoint(path)["global_step"])
+    except (UsageError, TypeError, ValueError):
+        return None
+
+
+def config_for_resume(cfg: Config, explicit: set[str], data: dict) -> Config:
     """The saved run's config, with the flags given now applied on top (identity flags must match)."""
-    path = resolve_checkpoint(cfg.resume)
-    data = load_checkpoint(path)
     saved = Config.from_dict(data["config"])
     for name in IDENTITY_FIELDS:
         if name in explicit and getattr(cfg, name) != getattr(saved, name):
@@ -90,17 +107,23 @@ def config_for_resume(cfg: Config, explicit: set[str]) -> tuple[Config, dict, Pa
     validate(merged)
     if data["global_step"] >= merged.max_steps:
         raise UsageError(f"--resume {cfg.resume}: the run is already at step {data['global_step']:,} >= --max-steps {merged.max_steps:,}; pass a larger --max-steps to go on")
-    return merged, data, path.parent.parent
+    return merged
 
 
 class Trainer:
     def __init__(self, cfg: Config, explicit: set[str] = frozenset()):
         validate(cfg)
-        checkpoint = None
+        checkpoint, self.run_lock, self.resumed_in_place = None, None, False
+        # The step of each checkpoint file in the run directory, as far as this trainer knows.
+        self.steps_on_disk: dict[str, int | None] = {}
+        self.failed_writes: dict[str, str] = {}  # name -> why its last write failed
         if cfg.resume:
-            cfg, checkpoint, self.run_dir = config_for_resume(cfg, explicit)
-            ensure_writable(self.run_dir / "checkpoints")
-            remove_stale_temp_files(self.run_dir / "checkpoints")  # left by a kill during a write
+            checkpoint_path = resolve_checkpoint(cfg.resume)
+            home = run_dir_of(checkpoint_path)
+            # Locked before anything is read: the run's latest.pt must not change under us.
+            busy = self._lock(home) if home is not None else None
+            checkpoint = load_checkpoint(checkpoint_path)
+            cfg = config_for_resume(cfg, explicit, checkpoint)
         if cfg.lr is None:
             cfg.lr = cfg.learning_rate
         self.cfg = cfg
@@ -119,8 +142,11 @@ class Trainer:
         self.sps_window = 1.0  # seconds over which steps/s is measured
         if checkpoint is not None:
             self._restore(checkpoint)
+            self.run_dir = self._resume_where(checkpoint_path, home, busy, "runs_dir" in explicit)
         else:
             self.run_dir = self._new_run_dir()
+            if self.run_dir is not None:
+                self.run_lock = lock_run_dir(self.run_dir)
         # Shared after loading: load_state_dict may replace tensors with private ones.
         self.model.share_memory()
         self.optimizer.share_memory()
@@ -129,6 +155,51 @@ class Trainer:
 
     def _new_run_dir(self):
         return create_run_dir(self.cfg)
+
+    def _lock(self, run_dir: Path) -> UsageError | None:
+        """Take the run directory's lock; returns the refusal (in use, read-only) instead of
+        raising it: a resume from an older checkpoint goes to a new run directory, and only
+        reads this one."""
+        try:
+            self.run_lock = lock_run_dir(run_dir)
+        except UsageError as refused:
+            return refused
+        return None
+
+    def _resume_where(self, checkpoint_path: Path, home: Path | None, busy: UsageError | None, runs_dir_given: bool) -> Path:
+        """The run directory to continue in: the checkpoint's own, unless that would overwrite a
+        newer latest.pt (or the file is not in a run directory); then a new one (beside the old
+        run unless --runs-dir says where), and the old run stays as it was, checkpoints and
+        curves (a resume in place drops the events after its checkpoint's step)."""
+        step = self.start_step
+        why_new = None
+        if home is None:
+            why_new = "it is not in a run directory (RUN/checkpoints/)"
+        else:
+            latest = home / "checkpoints" / "latest.pt"
+            if not (latest.exists() and latest.samefile(checkpoint_path)):
+                newer = step_of(latest)
+                if newer is not None and newer >= step:
+                    why_new = f"the run's latest.pt is newer (step {newer:,}) and is kept, with the run's curves"
+        if why_new is None:
+            if busy is not None:
+                raise busy
+            ensure_writable(home / "checkpoints")
+            remove_stale_temp_files(home / "checkpoints")  # left by a kill during a write
+            self.resumed_in_place = True
+            return home
+        if self.run_lock is not None:
+            self.run_lock.release()  # the old run is only read
+            self.run_lock = None
+        # The new run's best.pt is its own: its first evaluation writes one.
+        self.best_eval = None
+        if home is not None and not runs_dir_given:
+            self.cfg.runs_dir = str(home.parent)
+        run_dir = self._new_run_dir()
+        if run_dir is not None:
+            self.run_lock = lock_run_dir(run_dir)
+        print(f"resuming from {checkpoint_path} (step {step:,}) in a new run directory: {why_new}", flush=True)
+        return run_dir
 
     def _restore(self, checkpoint: dict) -> None:
         try:
@@ -143,7 +214,7 @@ class Trainer:
 
     # --- checkpoints ---
     def save(self, name: str, global_step: int, model_state=None, worker_states=None) -> bool:
-        """Write a checkpoint; on failure warn and keep the previous one. True if written."""
+        """Write a checkpoint; on failure say why and which one is kept. True if written."""
         payload = {
             "model": model_state if model_state is not None else {k: v.clone() for k, v in self.model.state_dict().items()},
             "optimizer": snapshot(self.optimizer.state_dict()),  # workers keep stepping it meanwhile
@@ -157,11 +228,38 @@ class Trainer:
             payload["worker_states"] = worker_states
         try:
             save_checkpoint(self.run_dir / "checkpoints" / name, payload)
-            return True
         except (OSError, NonFiniteWeights) as exc:
             # Disk full, NaN weights: the previous checkpoint is untouched; say so and go on.
-            print(f"warning: {exc}; the previous {name} is kept", file=sys.stderr, flush=True)
+            reason = getattr(exc, "reason", None) or str(exc).removeprefix(f"{name} not written: ")
+            self.failed_writes[name] = reason
+            print(f"warning: {name} not written at step {global_step:,}: {reason}; {self._kept(name)}", file=sys.stderr, flush=True)
             return False
+        self.steps_on_disk[name] = int(global_step)
+        if self.failed_writes.pop(name, None) is not None:
+            print(f"{name} written again, at step {global_step:,}", file=sys.stderr, flush=True)
+        return True
+
+    def _step_on_disk(self, name: str) -> int | None:
+        if name not in self.steps_on_disk:  # a file this trainer did not write (a resumed run's)
+            self.steps_on_disk[name] = step_of(self.run_dir / "checkpoints" / name) if self.run_dir is not None else None
+        return self.steps_on_disk[name]
+
+    def _kept(self, name: str) -> str:
+        step = self._step_on_disk(name)
+        return f"the previous {name} is kept, at step {step:,}" if step is not None else f"there is no earlier {name}"
+
+    def _last_good(self, step: int) -> str:
+        """The last line of a run whose final checkpoint could not be written."""
+        why = self.failed_writes.get("latest.pt", "unknown error")
+        folder = self.run_dir / "checkpoints"
+        kept, best = self._step_on_disk("latest.pt"), self._step_on_disk("best.pt")
+        if kept is not None:
+            where = f"the last good checkpoint is {folder / 'latest.pt'}, at step {kept:,} (resume with: python train.py --resume {self.run_dir})"
+        elif best is not None:
+            where = f"this run has no latest.pt; its only checkpoint is {folder / 'best.pt'}, at step {best:,}"
+        else:
+            where = "this run has no checkpoint at all: its training is lost"
+        return f"error: the final checkpoint (step {step:,}) was not written: {why}; {where}"
 
     def _model_is_finite(self) -> bool:
         return all(all_finite(p) for p in self.model.parameters())
@@ -187,6 +285,8 @@ class Trainer:
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
+            if self.run_lock is not None:
+                self.run_lock.release()
 
     def _create_processes(self) -> None:
         cfg = self.cfg
@@ -208,7 +308,7 @@ class Trainer:
         self._create_processes()
         self.started = time.monotonic()
         try:
-            self.metrics = Metrics(self.run_dir, cfg.to_dict(), self.start_step, cfg.max_steps, lambda step: scheduled_lr(cfg.learning_rate, cfg.lr_schedule, step, cfg.max_steps), cfg.log_interval, resumed=cfg.resume is not None, sps_window=self.sps_window)
+            self.metrics = Metrics(self.run_dir, cfg.to_dict(), self.start_step, cfg.max_steps, lambda step: scheduled_lr(cfg.learning_rate, cfg.lr_schedule, step, cfg.max_steps), cfg.log_interval, resumed=self.resumed_in_place, sps_window=self.sps_window)
         except OSError as exc:
             raise UsageError(f"{self.run_dir}: cannot write TensorBoard events there ({exc.strerror or exc})") from None
         if self.run_dir is not None:
@@ -235,11 +335,15 @@ class Trainer:
         return self._report(failure, step, saved)
 
     def _report(self, failure, step: int, saved: bool) -> int:
+        """The last lines of a run; an unwritten final checkpoint is an error, said last."""
         checkpoints = self.run_dir / "checkpoints"
         if failure:
             name, detail = failure
-            kept = f"its checkpoint is in {checkpoints}" if saved else f"the last good checkpoint (if any) is in {checkpoints}"
+            kept = f"its checkpoint is in {checkpoints}" if saved else "its final checkpoint was not written (see the last line)"
             print(f"error: {name} failed; the run stopped at step {step:,} and {kept}\n{detail}", file=sys.stderr, flush=True)
+        if not saved:
+            print(self._last_good(step), file=sys.stderr, flush=True)
+        if failure or not saved:
             return EXIT_FAILED
         if self.stop_signal is not None:
             print(f"stopped at step {step:,}; resume with: python train.py --resume {self.run_dir}", flush=True)
@@ -315,8 +419,9 @@ class Trainer:
         step, mean, weights = message[1], message[2], message[5]
         self.metrics.handle(message[:5])
         if weights is not None and (self.best_eval is None or mean > self.best_eval):
-            self.best_eval = mean
-            self.save("best.pt", step, model_state=weights)
+            previous, self.best_eval = self.best_eval, mean
+            if not self.save("best.pt", step, model_state=weights):
+                self.best_eval = previous  # latest.pt must not claim a best that best.pt does not hold
         target = self.cfg.target_eval_return
         if target is not None and mean >= target and not self.target_reached:
             self.target_reached = True

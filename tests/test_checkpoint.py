@@ -52,7 +52,7 @@ def test_a_full_disk_midway_keeps_the_previous_checkpoint_and_no_temp_file(good_
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(checkpoint_module.torch, "save", save_until_the_disk_is_full)
-    with pytest.raises(CheckpointWriteFailed, match="No space left on device") as caught:
+    with pytest.raises(CheckpointWriteFailed, match="no space left on device") as caught:
         save_checkpoint(good_checkpoint, payload(seed=1))
     assert caught.value.errno == errno.ENOSPC
     assert good_checkpoint.read_bytes() == before
