@@ -18,7 +18,7 @@ import ale_py
 import torch
 
 from a3c_torch.checkpoint import checkpoint_in, load_checkpoint, newest_run, resolve_checkpoint
-from a3c_torch.config import Config
+from a3c_torch.config import Config, HelpFormatter
 from a3c_torch.envs import ATARI_FRAME_SKIP, EnvSettings, is_atari, make_env
 from a3c_torch.errors import UsageError
 from a3c_torch.evaluation_report import build_report, check_json_destination, format_table, write_json
@@ -36,15 +36,6 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows real defaults only: '(default: None)' after an optional flag says nothing."""
-
-    def _get_help_string(self, action):
-        if action.default is None or action.default is False:
-            return action.help
-        return super()._get_help_string(action)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="evaluate.py",
@@ -53,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
             "the newest run under --runs-dir, its best.pt (else latest.pt). `--plot FILE.png` alone only "
             "draws the run's learning curve; add --episodes (or any playing flag) to also play."
         ),
-        formatter_class=_HelpFormatter,
+        formatter_class=HelpFormatter,  # real defaults only, never '(default: None)'
         allow_abbrev=False,  # playing flags are recognised by their full names (see PLAYING_FLAGS)
     )
     source = parser.add_mutually_exclusive_group()
