@@ -214,7 +214,7 @@ class Trainer:
         if cfg.resume:
             exact = sorted(rank for rank in self.saved_worker_states if rank < self.num_workers)
             print(f"resuming at step {self.start_step:,}; workers continuing from their saved state: {exact or 'none (new seeds)'}", flush=True)
-        print(f"training {cfg.env_id} with {self.num_workers} worker processes" + (f" and an evaluator on {self.eval_device}" if cfg.evaluator else "") + f", up to {cfg.max_steps:,} steps", flush=True)
+        print(f"training {cfg.env_id} with {self.num_workers} worker process{'' if self.num_workers == 1 else 'es'}" + (f" and an evaluator on {self.eval_device}" if cfg.evaluator else "") + f", up to {cfg.max_steps:,} steps", flush=True)
         failure = None
         try:
             for process in self.processes.values():
@@ -251,11 +251,11 @@ class Trainer:
         while True:
             failure = self._drain(timeout=0.2)
             step = self.global_steps.value
-            self.metrics.tick(step)
             if self.stop_signal is not None:
                 # A child that dies after we were signalled most likely got the same signal
                 # before it could ignore it (a process-group SIGTERM during its start-up).
                 return failure
+            self.metrics.tick(step)  # not after a signal: the bar stays above the stop message
             failure = failure or self._dead_child()
             if not failure and time.monotonic() >= next_health_check:
                 next_health_check = time.monotonic() + HEALTH_CHECK_INTERVAL_S
