@@ -14,6 +14,7 @@ import subprocess
 import sys
 import termios
 import time
+from pathlib import Path
 
 import pytest
 
@@ -65,15 +66,18 @@ class Screen:
         return lines
 
 
-def run_in_pty(args: list[str], size: tuple[int, int] | None, timeout: float = 240) -> tuple[int, str]:
-    """Run train.py with a pty as its stdout and stderr; size (rows, columns) or None (0 x 0)."""
+def run_in_pty(command: list, size: tuple[int, int] | None, timeout: float = 240, interrupt_when=None) -> tuple[int, str]:
+    """Run a command with a pty as its controlling terminal (stdin, stdout and stderr), as in a
+    terminal window of `size` (rows, columns), or None: a pty that reports 0 x 0. If
+    `interrupt_when(output so far)` turns true, type one Ctrl-C."""
     master, slave = os.openpty()
     rows, columns = size or (0, 0)
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    process = subprocess.Popen([sys.executable, str(REPO / "train.py"), *map(str, args)], cwd=REPO, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, env=env, start_new_session=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "MAKEFLAGS", "MAKELEVEL")}
+    process = subprocess.Popen([str(part) for part in command], cwd=REPO, stdin=slave, stdout=slave, stderr=slave, env=env,
+                               start_new_session=True, preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
     os.close(slave)
-    chunks, deadline = [], time.monotonic() + timeout
+    chunks, deadline, interrupted = [], time.monotonic() + timeout, False
     try:
         while time.monotonic() < deadline:
             ready, _, _ = select.select([master], [], [], 0.5)
@@ -87,12 +91,19 @@ def run_in_pty(args: list[str], size: tuple[int, int] | None, timeout: float = 2
                 chunks.append(data)
             elif process.poll() is not None:
                 break
+            if interrupt_when is not None and not interrupted and interrupt_when(b"".join(chunks).decode("utf-8", "replace")):
+                os.write(master, b"\x03")  # the terminal turns it into SIGINT for the foreground process group
+                interrupted = True
         code = process.wait(timeout=max(1.0, deadline - time.monotonic()))
     finally:
         if process.poll() is None:
-            process.kill()
+            os.killpg(process.pid, 9)
         os.close(master)
     return code, b"".join(chunks).decode("utf-8", "replace")
+
+
+def train_command(*args) -> list:
+    return [sys.executable, REPO / "train.py", *args]
 
 
 def quick_run(runs_dir, max_steps=3000) -> list:
@@ -114,7 +125,7 @@ def test_postfix_says_what_is_known_and_nothing_else():
 @pytest.mark.parametrize("size", [(30, 100), None], ids=["100 columns", "a pty without a size"])
 def test_progress_bar_in_a_terminal(tmp_path, size):
     # 3,000 steps in rollouts of 20 by one worker ends exactly at --max-steps; 3,010 ends past it.
-    code, output = run_in_pty(quick_run(tmp_path / "runs", max_steps=3010), size)
+    code, output = run_in_pty(train_command(*quick_run(tmp_path / "runs", max_steps=3010)), size)
     assert code == 0, output
     columns = size[1] if size else 80  # tqdm would draw nothing at all in a 0 x 0 terminal
     screen = Screen(columns)
@@ -133,3 +144,19 @@ def test_progress_bar_in_a_terminal(tmp_path, size):
     assert all(len(row) <= columns for row in screen.rows()) and len(bar) <= columns
     for stale in ("nan", "eps=", "sps=", "?"):
         assert stale not in output, (stale, output)
+
+
+@pytest.mark.slow
+def test_make_train_stopped_with_ctrl_c_ends_clean(tmp_path):
+    """make adds no "Error 130" (or "Interrupt") to the trainer's own last line after a Ctrl-C."""
+    venv = Path(sys.executable).parent.parent
+    command = ["make", "--no-print-directory", "-o", venv / ".installed", "train", f"VENV={venv}", "NUM_PROCESSES=1",
+               f"TRAIN_ARGS=--env-id CartPole-v1 --no-evaluator --runs-dir {tmp_path / 'runs'}"]
+    trained = lambda output: " steps/s, " in output  # noqa: E731 - the bar shows the workers stepping
+    code, output = run_in_pty(command, (30, 200), interrupt_when=trained)
+    screen = Screen(200)
+    screen.feed(output)
+    lines = screen.text_lines()
+    assert lines[-1].startswith("stopped at step ") and "resume with: python train.py --resume " in lines[-1], lines
+    assert "make: ***" not in output and "Error 130" not in output, lines
+    assert code in (-2, 130)  # make, like any command, ends by the Ctrl-C itself
