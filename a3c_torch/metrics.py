@@ -15,11 +15,16 @@ from typing import Callable
 
 import numpy as np
 from torch.utils.tensorboard import SummaryWriter
+from torch.utils.tensorboard.summary import hparams
 from tqdm import tqdm
 
 from a3c_torch import console
 
 LOSS_TAGS = ("losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/grad_norm")
+BEST_EVAL_TAG = "eval/best_episodic_return"  # written whenever an evaluation beats the best so far
+HPARAMS_METRICS = ("eval/episodic_return", BEST_EVAL_TAG)
+# Settings that say where and how a run is kept, not how it learns: not HParams columns.
+NOT_HYPERPARAMETERS = ("runs_dir", "resume", "log_interval", "checkpoint_interval")
 
 
 class Metrics:
@@ -42,6 +47,7 @@ class Metrics:
         self.progress = Progress(start_step, max_steps)
         if not resumed:
             self.writer.add_text("hyperparameters", hyperparameter_table(config), global_step=start_step)
+            self._write_hparams(config)
 
     def handle(self, message: tuple) -> None:
         kind, step = message[0], message[1]
@@ -62,11 +68,22 @@ class Metrics:
             self.writer.add_scalar("eval/episodic_return", mean, step)
             self.writer.add_scalar("eval/episodic_return_std", std, step)
             self.writer.add_scalar("eval/episodic_length", mean_length, step)
+            if self.best_eval is None or mean > self.best_eval:
+                self.best_eval = mean  # (the trainer sets the saved best of a resumed run)
+                self.writer.add_scalar(BEST_EVAL_TAG, mean, step)
             self.say(f"eval at step {step:,}: return {mean:.2f} +/- {std:.2f}, mean length {mean_length:.0f}")
 
     @property
     def interactive(self) -> bool:
         return self.progress.interactive
+
+    def _write_hparams(self, config: dict) -> None:
+        """TensorBoard's HParams tab: this run's hyperparameters in one row, with its last and best
+        evaluation returns as the metrics (the dashboard shows each tag's last value in the run)."""
+        if not isinstance(self.writer, SummaryWriter):
+            return
+        for summary in hparams(hparams_of(config), {tag: 0.0 for tag in HPARAMS_METRICS}):
+            self.writer.file_writer.add_summary(summary)
 
     def say(self, line: str) -> None:
         """A line of its own, without breaking the progress bar."""
@@ -180,6 +197,13 @@ class Progress:
 def terminal_size() -> os.terminal_size:
     """Of the terminal; 80x24 where it reports none (a pty without a size: tqdm then draws nothing)."""
     return shutil.get_terminal_size((80, 24))
+
+
+def hparams_of(config: dict) -> dict:
+    """The settings as HParams values: numbers and strings (a switch reads "True"/"False" rather
+    than 1.0/0.0); an unset one is left out."""
+    return {key: str(value) if isinstance(value, bool) else value for key, value in config.items()
+            if key not in NOT_HYPERPARAMETERS and value is not None and isinstance(value, (bool, int, float, str))}
 
 
 def hyperparameter_table(config: dict) -> str:

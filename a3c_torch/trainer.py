@@ -209,6 +209,7 @@ class Trainer:
             self.metrics = Metrics(self.run_dir, cfg.to_dict(), self.start_step, cfg.max_steps, lambda step: scheduled_lr(cfg.learning_rate, cfg.lr_schedule, step, cfg.max_steps), cfg.log_interval, resumed=cfg.resume is not None, sps_window=self.sps_window)
         except OSError as exc:
             raise UsageError(f"{self.run_dir}: cannot write TensorBoard events there ({exc.strerror or exc})") from None
+        self.metrics.best_eval = self.best_eval  # a resumed run's best so far (eval/best_episodic_return)
         if self.run_dir is not None:
             print(f"run directory: {self.run_dir}", flush=True)
         if cfg.resume:
