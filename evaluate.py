@@ -10,6 +10,9 @@ import sys  # noqa: E402
 
 
 def main(argv=None) -> int:
+    from a3c_torch.console import protect_console
+
+    protect_console("evaluation")  # `evaluate.py | head -1`: no BrokenPipeError traceback; --json and videos are still written
     from a3c_torch.errors import UsageError
     from a3c_torch.evaluation import main as evaluate
 

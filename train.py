@@ -10,6 +10,9 @@ import sys  # noqa: E402
 
 
 def main(argv=None) -> int:
+    from a3c_torch.console import protect_console
+
+    protect_console()  # training goes on when its console goes away (`| head`, a closed terminal)
     from a3c_torch.config import parse_args, validate
     from a3c_torch.errors import UsageError
 

@@ -11,6 +11,7 @@ import dataclasses
 import math
 import os
 import sys
+import textwrap
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -42,16 +43,16 @@ class Config:
     env_id: str = _setting("ALE/Breakout-v5", "gymnasium env id: an Atari game (ALE/Pong-v5, ...) or a vector-observation env (CartPole-v1, ...)")
     screen_size: int = _setting(84, "Atari frames are resized to SCREEN_SIZE x SCREEN_SIZE grayscale (84 keeps Pong's ball visible; 42 trains about 1.7x as fast but learned Pong about 3x more slowly per step in our runs)")
     repeat_action_probability: float = _setting(0.25, "sticky actions: chance the emulator repeats the previous action (0.25 is the ALE v5 protocol, 0 turns them off)")
-    full_action_space: bool = _setting(False, "use all 18 Atari actions instead of the game's minimal set")
+    full_action_space: bool = _setting(False, "use all 18 Atari actions instead of the game's minimal set; --no-full-action-space keeps the minimal set")
     model: str = _setting("a3c", "conv trunk for Atari frames: a3c (the A3C paper's: conv 16 8x8/4, conv 32 4x4/2, FC 256, ReLU; Mnih et al. 2016) or universe (4x conv 32 3x3/2, ELU; about 3x the network time per step)", choices=("a3c", "universe"))
     # --- processes ---
-    num_processes: int = _setting(os.cpu_count() or 1, "number of Hogwild worker processes (one per CPU core is the intended use)")
+    num_processes: int = _setting(os.cpu_count() or 1, "number of Hogwild worker processes, one per CPU core is the intended use (default: this machine's CPU count, %(default)s)")
     envs_per_process: int = _setting(4, "envs each worker plays side by side, one batched forward for all of them and one update per rollout of K x NUM_STEPS steps (1 is the A3C paper's worker; more envs amortise the network's per-call cost)")
-    max_steps: int = _setting(10_000_000, "stop after this many agent steps, summed over all workers (Atari frames = steps x 4)")
+    max_steps: int = _setting(10_000_000, "stop after this many agent steps, summed over all workers (Atari frames = steps x 4); workers finish the rollout they are in, so a run ends slightly past it (by less than one rollout per worker)")
     start_method: str = _setting("spawn", "multiprocessing start method (spawn is the safe choice with CUDA and OpenMP)", choices=("spawn", "forkserver", "fork"))
     # --- algorithm ---
     num_steps: int = _setting(20, "rollout length: steps each worker plays between two updates")
-    lr: Optional[float] = _setting(None, "learning rate (default: 1e-4 for adam, 7e-4 for rmsprop)")
+    lr: Optional[float] = _setting(None, "learning rate (default: 1e-4 with --optimizer adam, 7e-4 with rmsprop)")
     lr_schedule: str = _setting("constant", "learning-rate schedule: constant, or linear from --lr at step 0 down to 0 at --max-steps (the A3C paper's annealing; it follows the global step, so a run resumed with a larger --max-steps goes on along the new line)", choices=("constant", "linear"))
     optimizer: str = _setting("adam", "shared optimizer: adam (SharedAdam) or rmsprop (the paper's shared RMSProp, alpha 0.99, eps 0.1)", choices=("adam", "rmsprop"))
     gamma: float = _setting(0.99, "discount factor")
@@ -60,19 +61,19 @@ class Config:
     value_loss_coef: float = _setting(0.5, "weight of the value loss; the value loss itself is 0.5 * (R - V)^2, so the effective factor on (R - V)^2 is 0.5 * VALUE_LOSS_COEF")
     max_grad_norm: float = _setting(40.0, "clip each worker's gradient to this global L2 norm")
     hidden_size: int = _setting(256, "LSTM cell size")
-    seed: int = _setting(1, "base seed; worker i uses SEED + i")
+    seed: int = _setting(1, "base seed; worker i of a new run uses SEED + i (a resumed worker without a saved state derives its seed from SEED, i and the step)")
     # --- evaluation ---
-    evaluator: bool = _setting(True, "run an evaluator process that plays full games periodically (--no-evaluator turns it off)")
+    evaluator: bool = _setting(True, "run the evaluator process, which plays --eval-episodes full games with the current weights every --eval-interval seconds and keeps the best-scoring weights in checkpoints/best.pt; --no-evaluator turns it off")
     eval_device: str = _setting("auto", "evaluator device: auto (cuda when available), cpu or cuda", choices=("auto", "cpu", "cuda"))
-    eval_interval: float = _setting(60.0, "seconds between two evaluations")
-    eval_episodes: int = _setting(10, "full games per evaluation")
-    target_eval_return: Optional[float] = _setting(None, "stop training as soon as an evaluation's mean return reaches this (e.g. 195 for CartPole-v1, 18 for Pong)")
+    eval_interval: float = _setting(60.0, "seconds from the end of one evaluation to the start of the next (the first starts this long after training starts)")
+    eval_episodes: int = _setting(10, "full games per evaluation (no reward clipping, no life-loss episodes)")
+    target_eval_return: Optional[float] = _setting(None, "stop training as soon as an evaluation's mean return reaches this, e.g. 195 for CartPole-v1, 18 for Pong (default: off, train until --max-steps)")
     # --- output ---
-    runs_dir: str = _setting("runs", "parent folder of run directories")
+    runs_dir: str = _setting("runs", "parent folder of run directories (each run gets RUNS_DIR/<env>__<exp-name>__<seed>__<date-time>)")
     exp_name: str = _setting("a3c", "experiment name, part of the run directory name")
-    checkpoint_interval: float = _setting(300.0, "seconds between two checkpoints (one more is written at the end)")
-    log_interval: float = _setting(10.0, "seconds between two progress lines when stdout is not a terminal")
-    resume: Optional[str] = _setting(None, "continue a run: its run directory or a checkpoint file")
+    checkpoint_interval: float = _setting(300.0, "seconds between two writes of checkpoints/latest.pt (one more is written at the end)")
+    log_interval: float = _setting(10.0, "seconds between two progress lines when stdout is not a terminal (a terminal gets a progress bar)")
+    resume: Optional[str] = _setting(None, "continue a run from its run directory or a checkpoint file; flags given with it apply from there on, except those that fix the model and its optimizer: env id, screen size, hidden size, action space, optimizer (default: start a new run)")
 
     @property
     def learning_rate(self) -> float:
@@ -128,11 +129,32 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends "(default: X)" only where X says something: not after a switch (its help says
+    which way it flips the setting), not after an optional flag whose default is "unset" (its
+    help says what unset means), and not a second time after a help that names its default."""
+
+    def _split_lines(self, text, width):
+        return textwrap.wrap(text, width, break_on_hyphens=False)  # keep --eval-interval in one piece
+
+    def _get_help_string(self, action):
+        help_text = action.help or ""
+        if action.nargs == 0 or action.default is None or "(default" in help_text or "by default)" in help_text:
+            return help_text
+        return super()._get_help_string(action)
+
+
+def switch_help(help_text: str, default: bool) -> str:
+    """The help of a boolean setting's pair of flags (--x / --no-x): what the setting does, and
+    which way it is by default."""
+    return f"{help_text} ({'on' if default else 'off'} by default)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="train.py",
         description="Train an LSTM actor-critic with A3C: Hogwild workers, one per CPU core, on a shared model.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
         # No abbreviations: `--max-step=N` must not silently stand for --max-steps (nor become
         # ambiguous when a flag is added); evaluate.py's parser refuses them too.
         allow_abbrev=False,
@@ -143,8 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
         flag = "--" + f.name.replace("_", "-")
         if f.type in ("bool", bool):
             # Boolean settings are pairs, --evaluator / --no-evaluator: a resumed run can turn
-            # either way what its saved config says.
-            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=f.default, help=help_text)
+            # either way what its saved config says. The help is set after the action is made:
+            # BooleanOptionalAction would append "(default: True)" to it.
+            action = parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=f.default)
+            action.help = switch_help(help_text, f.default)
             continue
         base_type = {"int": int, "float": float, "str": str, "Optional[float]": float, "Optional[str]": str}[f.type]
         parser.add_argument(flag, dest=f.name, type=base_type, default=f.default, help=help_text, **meta)

@@ -20,15 +20,16 @@ import gymnasium as gym
 import torch
 
 from a3c_torch.checkpoint import checkpoint_in, load_checkpoint, newest_run, resolve_checkpoint
-from a3c_torch.config import Config
+from a3c_torch.config import Config, HelpFormatter
 from a3c_torch.envs import ATARI_FRAME_SKIP, EnvSettings, is_atari, make_env
 from a3c_torch.errors import UsageError
 from a3c_torch.evaluation_report import build_report, check_json_destination, format_table, write_json
 from a3c_torch.evaluator import EpisodeResult, play_episodes, resolve_device
 from a3c_torch.model import ActorCritic
+from a3c_torch.render import RenderToWindow, Window, WindowClosed, check_display
 
 # Flags that only matter when games are played: `--plot` alone plays none.
-PLAYING_FLAGS = ("--episodes", "--seed", "--device", "--greedy", "--env-id", "--record-video", "--json")
+PLAYING_FLAGS = ("--episodes", "--seed", "--device", "--greedy", "--env-id", "--record-video", "--render", "--json")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -36,15 +37,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows real defaults only: '(default: None)' after an optional flag says nothing."""
-
-    def _get_help_string(self, action):
-        if action.default is None or action.default is False:
-            return action.help
-        return super()._get_help_string(action)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
             "the newest run under --runs-dir, its best.pt (else latest.pt). `--plot FILE.png` alone only "
             "draws the run's learning curve; add --episodes (or any playing flag) to also play."
         ),
-        formatter_class=_HelpFormatter,
+        formatter_class=HelpFormatter,  # real defaults only, never '(default: None)'
         allow_abbrev=False,  # playing flags are recognised by their full names (see PLAYING_FLAGS)
     )
     source = parser.add_mutually_exclusive_group()
@@ -68,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--greedy", action="store_true", help="take the most probable action instead of sampling from the policy")
     parser.add_argument("--env-id", metavar="ID", help="play another env than the checkpoint's (needs the same observation shape and number of actions)")
     parser.add_argument("--record-video", metavar="DIR", help="write an mp4 of every game into DIR")
+    parser.add_argument("--render", action="store_true", help="watch the games live in a window, at the game's own speed (Atari: 60 frames/s; needs a display; closing the window stops)")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH ('-' for stdout; the table then goes to stderr)")
     parser.add_argument("--plot", metavar="PNG", help="write the run's learning curve (training and evaluation returns against global steps) to this PNG")
     return parser
@@ -89,7 +82,11 @@ def main(argv: list[str] | None = None) -> int:
         plot(run_dir_to_plot(args), args.plot, sys.stdout)
         return 0
     out = sys.stderr if args.json == "-" else sys.stdout  # stdout then holds only the JSON
-    report = evaluate_checkpoint(args, out)
+    try:
+        report = evaluate_checkpoint(args, out)
+    except WindowClosed:
+        print("the window was closed: evaluation stopped", file=out, flush=True)
+        return 0
     print("\n" + format_table(report), file=out, flush=True)
     if args.record_video:
         print(f"videos: {args.record_video}", file=out)
@@ -100,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def evaluate_checkpoint(args: argparse.Namespace, out) -> dict:
     """Everything that can fail on bad input is checked before the first game is played."""
+    if args.render:
+        check_display()  # before any slow work: a headless machine is told at once
     device = choose_device(args.device)
     checkpoint_path = choose_checkpoint(args)
     checkpoint = load(checkpoint_path)
@@ -110,7 +109,7 @@ def evaluate_checkpoint(args: argparse.Namespace, out) -> dict:
     if args.record_video:
         prepare_video_dir(args.record_video)
         check_video_rendering(settings, args.seed)
-    env = make_env(settings, seed=args.seed, train=False, render_mode="rgb_array" if args.record_video else None)
+    env = make_env(settings, seed=args.seed, train=False, render_mode="rgb_array" if args.record_video or args.render else None)
     try:
         if args.env_id:
             check_same_spaces(cfg, settings, env)
@@ -119,6 +118,8 @@ def evaluate_checkpoint(args: argparse.Namespace, out) -> dict:
             plot(run_dir_of_checkpoint(checkpoint_path), args.plot, out)
         if args.record_video:
             env = with_video(env, args.record_video, settings, checkpoint_path)
+        if args.render:
+            env = with_window(env, settings, checkpoint_path)
         results = play(model, env, args, device, out)
     finally:
         env.close()  # also writes the last video
@@ -285,6 +286,17 @@ def with_video(env, video_dir: str, settings: EnvSettings, checkpoint_path: Path
         # only files with our own names are replaced.
         warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
         return RecordVideo(env, video_dir, episode_trigger=lambda episode: True, name_prefix=prefix, fps=fps)
+
+
+def with_window(env, settings: EnvSettings, checkpoint_path: Path):
+    # Atari: one agent step is ATARI_FRAME_SKIP frames of a 60 Hz game, so 15 steps/s is its own speed.
+    fps = 60 / ATARI_FRAME_SKIP if is_atari(settings.env_id) else float(env.metadata.get("render_fps") or 30)
+    try:
+        env.reset(seed=0)  # every game is reset with its own seed again before it is played
+        env.render()  # before the window opens: a vector env's renderer may need pygame
+    except gym.error.DependencyNotInstalled as exc:
+        raise UsageError(f"--render: {settings.env_id} cannot draw its frames here: {str(exc).strip().splitlines()[0]}") from None
+    return RenderToWindow(env, Window(f"{settings.env_id}: {checkpoint_path}", fps))
 
 
 # --- playing ------------------------------------------------------------------

@@ -6,17 +6,25 @@ count (Atari frames = steps x frame-skip).
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 import time
 from collections import deque
 from typing import Callable
 
 import numpy as np
+from torch.utils.tensorboard.summary import hparams
 from tqdm import tqdm
 
+from a3c_torch import console
 from a3c_torch.events import open_event_writer
 
 LOSS_TAGS = ("losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/grad_norm")
+BEST_EVAL_TAG = "eval/best_episodic_return"  # written whenever an evaluation beats the best so far
+HPARAMS_METRICS = ("eval/episodic_return", BEST_EVAL_TAG)
+# Settings that say where and how a run is kept, not how it learns: not HParams columns.
+NOT_HYPERPARAMETERS = ("runs_dir", "resume", "log_interval", "checkpoint_interval")
 
 
 class Metrics:
@@ -37,10 +45,10 @@ class Metrics:
         self.max_steps = max_steps
         self._last_time, self._last_step = time.monotonic(), start_step
         self._last_log = time.monotonic()
-        self.interactive = sys.stdout.isatty()
-        self.bar = tqdm(total=max_steps, initial=start_step, unit="step", dynamic_ncols=True, disable=not self.interactive)
+        self.progress = Progress(start_step, max_steps)
         if not resumed:
             self.writer.add_text("hyperparameters", hyperparameter_table(config), global_step=start_step)
+            self._write_hparams(config)
 
     def handle(self, message: tuple) -> None:
         kind, step = message[0], message[1]
@@ -61,14 +69,29 @@ class Metrics:
             self.writer.add_scalar("eval/episodic_return", mean, step)
             self.writer.add_scalar("eval/episodic_return_std", std, step)
             self.writer.add_scalar("eval/episodic_length", mean_length, step)
+            if self.best_eval is None or mean > self.best_eval:
+                self.best_eval = mean  # (the trainer sets the saved best of a resumed run)
+                self.writer.add_scalar(BEST_EVAL_TAG, mean, step)
             self.say(f"eval at step {step:,}: return {mean:.2f} +/- {std:.2f}, mean length {mean_length:.0f}")
+
+    @property
+    def interactive(self) -> bool:
+        return self.progress.interactive
+
+    def _write_hparams(self, config: dict) -> None:
+        """TensorBoard's HParams tab: this run's hyperparameters in one row, with its last and best
+        evaluation returns as the metrics (the dashboard shows each tag's last value in the run)."""
+        if isinstance(self.writer, _NoEvents):
+            return
+        try:
+            for summary in hparams(hparams_of(config), {tag: 0.0 for tag in HPARAMS_METRICS}):
+                self.writer.file_writer.add_summary(summary)
+        except OSError:
+            pass  # a full disk: the guarded writer says so in one line at its next write
 
     def say(self, line: str) -> None:
         """A line of its own, without breaking the progress bar."""
-        if self.interactive:
-            tqdm.write(line)
-        else:
-            print(line, flush=True)
+        self.progress.say(line)
 
     def tick(self, global_step: int) -> None:
         """Steps/s, learning rate and the progress display; call it a few times a second."""
@@ -80,24 +103,111 @@ class Metrics:
         self._last_time, self._last_step = now, global_step
         self.writer.add_scalar("charts/SPS", sps, global_step)
         self.writer.add_scalar("charts/learning_rate", self.learning_rate(global_step), global_step)
-        mean_return = float(np.mean(self.recent_returns)) if self.recent_returns else float("nan")
+        mean_return = float(np.mean(self.recent_returns)) if self.recent_returns else None
         if self.interactive:
-            self.bar.update(global_step - self.bar.n)
-            self.bar.set_postfix(sps=f"{sps:.0f}", ret=f"{mean_return:.2f}", eps=self.episodes, refresh=False)
+            self.progress.draw(global_step, sps, self.episodes, mean_return)
         elif now - self._last_log >= self.log_interval:
             self._last_log = now
-            print(f"step {global_step:,}/{self.max_steps:,}  {sps:.0f} steps/s  episodes {self.episodes}  mean return (last 100) {mean_return:.2f}", flush=True)
+            self.progress.line(global_step, sps, self.episodes, mean_return)
 
     def flush(self) -> None:
         """Put the buffered events on disk (SummaryWriter holds them up to 2 minutes)."""
         self.writer.flush()
 
     def close(self, global_step: int) -> None:
-        if self.interactive:
-            self.bar.update(global_step - self.bar.n)
-        self.bar.close()
+        self.progress.close(global_step)
         self.writer.flush()
         self.writer.close()
+
+
+class Progress:
+    """What a person watching the console sees: a progress bar in a terminal, else a plain line
+    every --log-interval seconds (benchmarks/throughput.py reads its `step X/Y  S steps/s`).
+
+    The bar is drawn from the first tick on, so it comes after the run's first lines; before the
+    workers have stepped it says so instead of showing zeros. Steps past --max-steps (workers
+    finish their rollout) fill the bar to 100%, and the exact count is in the run's last line.
+    The size follows the terminal, and is 80x24 in a terminal that reports none.
+    """
+
+    BAR_FORMAT = "{percentage:3.0f}%|{bar}| {n:,}/{total:,} [{elapsed}{postfix}]"
+
+    def __init__(self, start_step: int, max_steps: int):
+        self.start_step, self.max_steps = start_step, max_steps
+        self.started = time.time()
+        self.interactive = sys.stdout.isatty()
+        self.bar = None  # created by the first draw()
+        self.sps_average = None
+        self._last = None  # what the last draw showed
+        self._drawn_at = console.writes
+
+    def _open_bar(self) -> None:
+        self.bar = tqdm(total=self.max_steps, initial=min(self.start_step, self.max_steps), unit="step",
+                        ncols=terminal_size().columns, nrows=terminal_size().lines, bar_format=self.BAR_FORMAT, file=sys.stdout, mininterval=0, miniters=1)
+        self.bar.start_t = self.started  # the elapsed time is the run's, not the bar's
+        self.bar.last_print_t = self.started
+
+    def draw(self, step: int, sps: float, episodes: int, mean_return) -> None:
+        if self.bar is None:
+            self._open_bar()
+        self.bar.ncols, self.bar.nrows = terminal_size()  # follows a resized window
+        self._last = (sps, episodes, mean_return)
+        self.bar.set_postfix_str(self.postfix(step, sps, episodes, mean_return), refresh=False)
+        moved = min(step, self.max_steps) - self.bar.n
+        if moved:
+            self.bar.update(moved)  # draws it (mininterval=0)
+        else:
+            self.bar.refresh()
+        self._drawn_at = console.writes
+
+    def postfix(self, step: int, sps: float, episodes: int, mean_return) -> str:
+        """E.g. `2:41 left, 1,496 steps/s, 165 games, return 23.57 (last 100)`."""
+        if step == self.start_step and sps == 0:
+            return "starting the workers"
+        # Time left from the steps/s shown, smoothed over about 10 s (one value a second).
+        self.sps_average = sps if self.sps_average is None else 0.9 * self.sps_average + 0.1 * sps
+        left = f"{tqdm.format_interval((self.max_steps - step) / self.sps_average)} left, " if self.sps_average > 0 and step < self.max_steps else ""
+        games = "no finished game yet" if mean_return is None else f"{episodes:,} games, return {mean_return:.2f} (last 100)"
+        return f"{left}{sps:,.0f} steps/s, {games}"
+
+    def line(self, step: int, sps: float, episodes: int, mean_return) -> None:
+        games = "no finished game yet" if mean_return is None else f"episodes {episodes}  mean return (last 100) {mean_return:.2f}"
+        print(f"step {step:,}/{self.max_steps:,}  {sps:.0f} steps/s  {games}", flush=True)
+
+    def say(self, line: str) -> None:
+        if self.bar is not None:
+            self.bar.write(line, file=sys.stdout)  # clears the bar, prints the line, draws it again
+            self._drawn_at = console.writes
+        else:
+            print(line, flush=True)
+
+    def close(self, step: int) -> None:
+        """The last state of the bar, left on screen once, and the cursor on the next line.
+
+        If something else was printed after the bar (the Ctrl-C message, a warning), the bar
+        above it stays as it was last drawn rather than being drawn a second time below it."""
+        if self.bar is None:
+            return
+        if console.writes != self._drawn_at:
+            self.bar.leave = False  # only clears the (empty) line the cursor is on
+        else:
+            if self._last is not None:  # the time left is gone at the end
+                self.bar.set_postfix_str(self.postfix(step, *self._last), refresh=False)
+            self.bar.update(min(step, self.max_steps) - self.bar.n)
+        self.bar.close()
+        self.bar = None
+
+
+def terminal_size() -> os.terminal_size:
+    """Of the terminal; 80x24 where it reports none (a pty without a size: tqdm then draws nothing)."""
+    return shutil.get_terminal_size((80, 24))
+
+
+def hparams_of(config: dict) -> dict:
+    """The settings as HParams values: numbers and strings (a switch reads "True"/"False" rather
+    than 1.0/0.0); an unset one is left out."""
+    return {key: str(value) if isinstance(value, bool) else value for key, value in config.items()
+            if key not in NOT_HYPERPARAMETERS and value is not None and isinstance(value, (bool, int, float, str))}
 
 
 def hyperparameter_table(config: dict) -> str:

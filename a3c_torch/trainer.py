@@ -311,6 +311,7 @@ class Trainer:
             self.metrics = Metrics(self.run_dir, cfg.to_dict(), self.start_step, cfg.max_steps, lambda step: scheduled_lr(cfg.learning_rate, cfg.lr_schedule, step, cfg.max_steps), cfg.log_interval, resumed=self.resumed_in_place, sps_window=self.sps_window)
         except OSError as exc:
             raise UsageError(f"{self.run_dir}: cannot write TensorBoard events there ({exc.strerror or exc})") from None
+        self.metrics.best_eval = self.best_eval  # a resumed run's best so far (eval/best_episodic_return)
         if self.run_dir is not None:
             print(f"run directory: {self.run_dir}", flush=True)
         if cfg.resume:
@@ -318,7 +319,7 @@ class Trainer:
             print(f"resuming at step {self.start_step:,}; workers continuing from their saved state: {exact or 'none (new seeds)'}", flush=True)
         envs = f" x {cfg.envs_per_process} envs" if cfg.envs_per_process > 1 else ""
         trunk = f" (model {cfg.model})" if self.model.is_image else ""
-        print(f"training {cfg.env_id}{trunk} with {self.num_workers} worker processes{envs}" + (f" and an evaluator on {self.eval_device}" if cfg.evaluator else "") + f", up to {cfg.max_steps:,} steps", flush=True)
+        print(f"training {cfg.env_id}{trunk} with {self.num_workers} worker process{'' if self.num_workers == 1 else 'es'}{envs}" + (f" and an evaluator on {self.eval_device}" if cfg.evaluator else "") + f", up to {cfg.max_steps:,} steps", flush=True)
         failure = None
         try:
             start_children(self.processes)  # armed against early signals and a dead trainer (processes.py)
@@ -358,11 +359,11 @@ class Trainer:
         while True:
             failure = self._drain(timeout=0.2)
             step = self.global_steps.value
-            self.metrics.tick(step)
             if self.stop_signal is not None:
                 # A child that dies after we were signalled most likely got the same signal
                 # before it could ignore it (a process-group SIGTERM during its start-up).
                 return failure
+            self.metrics.tick(step)  # not after a signal: the bar stays above the stop message
             failure = failure or self._dead_child()
             if not failure and time.monotonic() >= next_health_check:
                 next_health_check = time.monotonic() + HEALTH_CHECK_INTERVAL_S

@@ -350,6 +350,27 @@ def print_report(result: dict) -> None:
     print("x classic = (SPS/N) / the classic pattern's steps/s; x universe:1 = (SPS/N) / that of universe:1 (the worker before")
     print("--model and --envs-per-process) with the same N; worker cores = CPU the workers got (ideal N);")
     print("other load = busy cores used by anything else; steps/CPU-s = SPS / worker cores.")
+    print_verdict(result)
+
+
+def print_verdict(result: dict) -> None:
+    """One answer to "does this machine train as fast as it should?": the default setup with the
+    largest N measured (else the last row)."""
+    if not result["training"]:
+        return
+    default = [r for r in result["training"] if (r["model"], r["envs_per_process"]) == (Config.model, Config.envs_per_process)]
+    last = (default or result["training"])[-1]
+    n, sps = last["processes"], last["sps"]
+    single = next((r for r in result["training"] if (r["model"], r["envs_per_process"], r["processes"]) == (last["model"], last["envs_per_process"], 1)), None)
+    line = f"\nWith {n} worker{'s' if n > 1 else ''} ({setup_name(last['model'], last['envs_per_process'])}): {sps:,.0f} steps/s ({4 * sps:,.0f} Atari frames/s)"
+    if single and n > 1:
+        line += f", scaling efficiency {sps / (n * single['sps']):.2f} (1.00: N workers train N times as fast as one)"
+    print(line + ".")
+    if last["worker_cores"] < 0.9 * n or last["other_load_cores"] > 0.5:
+        print(f"The workers got {last['worker_cores']:.2f} of {n} core{'s' if n > 1 else ''} and other processes used {last['other_load_cores']:.2f}: "
+              "the machine was not idle, so these numbers are lower than it can do; measure again on an idle machine.")
+    print("For comparison: this project's 2-core machine gave an efficiency of 0.98 with 2 workers for the default a3c:4 "
+          "(results/speed/throughput-pong-2core-setups.json).")
 
 
 def parse_setup(text: str) -> tuple[str, int]:

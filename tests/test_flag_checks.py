@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from a3c_torch.checkpoint import save_checkpoint
+from a3c_torch.checkpoint import load_checkpoint, resolve_checkpoint, save_checkpoint
 from a3c_torch.config import Config, parse_args, validate
 from a3c_torch.errors import UsageError
 from a3c_torch.model import ActorCritic
@@ -75,7 +75,7 @@ def no_evaluator_run(tmp_path):
 
 def resume(run_dir, *argv):
     cfg, explicit = parse_args(["--resume", str(run_dir), *argv])
-    return config_for_resume(cfg, explicit)[0]
+    return config_for_resume(cfg, explicit, load_checkpoint(resolve_checkpoint(cfg.resume)))
 
 
 def test_resume_with_the_default_max_steps_goes_on_to_it(no_evaluator_run):

@@ -12,6 +12,9 @@ import sys  # noqa: E402
 
 
 def main(argv=None) -> int:
+    from a3c_torch.console import protect_console
+
+    protect_console()  # as in train.py: training goes on when its console goes away
     from a3c_torch.config import build_parser, parse_with, validate
     from a3c_torch.distributed.world import DistributedSettings, World, add_arguments
     from a3c_torch.errors import UsageError

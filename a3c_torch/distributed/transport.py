@@ -5,7 +5,7 @@ hosts the ParameterServer and calls it directly; the other ranks reach it over R
 RPC (it is in maintenance mode upstream) with another engine means rewriting this file only.
 
 Security: RPC has no authentication and unpickles what it receives. Its ports must only be
-reachable on a trusted private network; see the README.
+reachable on a trusted private network; see docs/distributed.md.
 """
 
 from __future__ import annotations
