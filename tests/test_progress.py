@@ -124,7 +124,7 @@ def test_postfix_says_what_is_known_and_nothing_else():
 @pytest.mark.slow
 @pytest.mark.parametrize("size", [(30, 100), None], ids=["100 columns", "a pty without a size"])
 def test_progress_bar_in_a_terminal(tmp_path, size):
-    # 3,000 steps in rollouts of 20 by one worker ends exactly at --max-steps; 3,010 ends past it.
+    # Rollouts of 4 envs x 20 steps by one worker: --max-steps 3,010 ends past it, at 3,040.
     code, output = run_in_pty(train_command(*quick_run(tmp_path / "runs", max_steps=3010)), size)
     assert code == 0, output
     columns = size[1] if size else 80  # tqdm would draw nothing at all in a 0 x 0 terminal
@@ -132,10 +132,10 @@ def test_progress_bar_in_a_terminal(tmp_path, size):
     screen.feed(output)
     lines = screen.text_lines()
     assert "Traceback" not in output, output
-    assert lines[0].startswith("run directory: ") and lines[1].startswith("training CartPole-v1 with 1 worker process, "), lines
+    assert lines[0].startswith("run directory: ") and lines[1].startswith("training CartPole-v1 with 1 worker process x 4 envs, "), lines
     bars = [line for line in lines if BAR.match(line)]
     assert len(bars) == 1, lines  # drawn over itself: once on screen, after the first lines
-    assert lines.index(bars[0]) == 2 and lines[3].startswith("done: 3,020 steps"), lines
+    assert lines.index(bars[0]) == 2 and lines[3].startswith("done: 3,040 steps"), lines
     bar = bars[0]
     # Past --max-steps the bar is full, with the total (the exact count is on the done line).
     assert bar.lstrip().startswith("100%|") and "| 3,010/3,010 [" in bar, bar
