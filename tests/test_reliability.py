@@ -172,8 +172,10 @@ def run_side_by_side(*commands) -> None:
 
 @pytest.mark.slow
 def test_one_worker_resumed_at_a_rollout_boundary_matches_an_uninterrupted_run_bit_for_bit(tmp_path):
-    common = (*CARTPOLE, "--num-processes", 1, "--no-evaluator", "--seed", 5, "--num-steps", 20)
-    run_side_by_side(("train.py", *common, "--max-steps", 1000, "--runs-dir", tmp_path / "one_go"), ("train.py", *common, "--max-steps", 500, "--runs-dir", tmp_path / "split"))
+    # The default 4 envs per worker: rollouts of 4 x 20 steps, so the split (480) and the end (960)
+    # are rollout boundaries, and every env's state must carry over for the weights to match.
+    common = (*CARTPOLE, "--num-processes", 1, "--no-evaluator", "--seed", 5, "--num-steps", 20, "--envs-per-process", 4)
+    run_side_by_side(("train.py", *common, "--max-steps", 960, "--runs-dir", tmp_path / "one_go"), ("train.py", *common, "--max-steps", 480, "--runs-dir", tmp_path / "split"))
     split_dir = only_run_dir(tmp_path / "split")
     # The control: the same checkpoint without the worker states cannot continue exactly.
     control_dir = tmp_path / "control" / split_dir.name
@@ -182,9 +184,9 @@ def test_one_worker_resumed_at_a_rollout_boundary_matches_an_uninterrupted_run_b
     assert set(stripped.pop("worker_states")) == {0}
     save_checkpoint(control_dir / "checkpoints" / "latest.pt", stripped)
 
-    run_side_by_side(*(("train.py", "--resume", run_dir, "--max-steps", 1000) for run_dir in (split_dir, control_dir)))
+    run_side_by_side(*(("train.py", "--resume", run_dir, "--max-steps", 960) for run_dir in (split_dir, control_dir)))
     expected, resumed, control = (load(d / "checkpoints" / "latest.pt") for d in (only_run_dir(tmp_path / "one_go"), split_dir, control_dir))
-    assert expected["global_step"] == resumed["global_step"] == 1000
+    assert expected["global_step"] == resumed["global_step"] == 960
     assert all(torch.equal(expected["model"][k], resumed["model"][k]) for k in expected["model"]), "bit-exact weights"
     for a, b in zip(expected["optimizer"]["state"].values(), resumed["optimizer"]["state"].values()):
         assert all(torch.equal(a[k], b[k]) for k in a), "bit-exact optimizer state"
@@ -273,7 +275,7 @@ def test_nan_weights_stop_the_run_and_never_reach_a_checkpoint(tmp_path):
     assert code == 1
     assert "weights are no longer finite" in run.stderr and "the previous latest.pt is kept" in run.stderr
     final = latest(tmp_path)
-    assert 0 < final["global_step"] < 100 * 20
+    assert 0 < final["global_step"] < 100 * 4 * 20  # the fault hits update 100 (rollouts of 4 envs x 20 steps)
     assert non_finite_entries(final["model"]) == []
 
 
