@@ -108,22 +108,31 @@ def emulator_run(env_id: str, screen_size: int, seconds: float, warmup: float, s
     env = make_env(EnvSettings(env_id, screen_size=screen_size), seed=seed, train=True)
     env.reset(seed=seed)
 
+    def fifty_steps() -> int:  # the clock is read every 50 steps, not every step
+        for _ in range(50):
+            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            if terminated or truncated:
+                env.reset()
+        return 50
+
+    result = timed_steps(fifty_steps, seconds, warmup)
+    env.close()
+    return result
+
+
+def timed_steps(play_some, seconds: float, warmup: float) -> dict:
+    """Call `play_some()` (it returns the agent steps it played) for `warmup` s, then count for `seconds`."""
+
     def play(duration: float) -> int:
         steps, end = 0, time.perf_counter() + duration
-        while True:
-            for _ in range(50):  # check the clock every 50 steps, not every step
-                _, _, terminated, truncated, _ = env.step(env.action_space.sample())
-                if terminated or truncated:
-                    env.reset()
-            steps += 50
-            if time.perf_counter() >= end:
-                return steps
+        while time.perf_counter() < end:
+            steps += play_some()
+        return steps
 
     play(warmup)
     wall0, cpu0 = time.perf_counter(), time.process_time()
     steps = play(seconds)
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-    env.close()
     return {"steps": steps, "wall_s": wall, "cpu_s": cpu, "sps": steps / wall, "steps_per_cpu_s": steps / cpu}
 
 
@@ -149,19 +158,13 @@ def classic_run(env_id: str, screen_size: int, model: str, seconds: float, warmu
     shared.share_memory()
     worker = ClassicWorker(env, ActorCritic.like(shared), shared, make_optimizer(cfg.optimizer, shared.parameters(), cfg.learning_rate), seed)
 
-    def play(duration: float) -> int:
-        steps, end = 0, time.perf_counter() + duration
-        while time.perf_counter() < end:
-            worker.update(cfg)
-            steps += cfg.num_steps
-        return steps
+    def one_rollout() -> int:
+        worker.update(cfg)
+        return cfg.num_steps
 
-    play(warmup)
-    wall0, cpu0 = time.perf_counter(), time.process_time()
-    steps = play(seconds)
-    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    result = timed_steps(one_rollout, seconds, warmup)
     env.close()
-    return {"model": model, "steps": steps, "wall_s": wall, "cpu_s": cpu, "sps": steps / wall, "steps_per_cpu_s": steps / cpu}
+    return {"model": model, **result}
 
 
 def run_in_child(function, *args):
