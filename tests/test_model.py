@@ -97,3 +97,9 @@ def test_a_checkpoint_from_before_the_model_choice_still_loads():
     assert (cfg.model, cfg.envs_per_process) == ("universe", 1)
     model = ActorCritic((cfg.screen_size, cfg.screen_size), 6, cfg.hidden_size, cfg.model)
     model.load_state_dict(checkpoint["model"])  # raises if the layers do not match
+
+
+def test_the_model_class_and_train_py_default_to_the_same_trunk():
+    from a3c_torch.config import Config
+
+    assert ActorCritic((84, 84), 6).trunk == Config.model
