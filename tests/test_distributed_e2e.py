@@ -109,7 +109,7 @@ def test_a_killed_node_restarts_the_world_which_resumes_from_the_checkpoint(tmp_
 def test_two_nodes_learn_cartpole_like_the_single_machine_test(tmp_path):
     """2 nodes x 1 worker (and a dedicated server) reach the single-machine test's threshold
     (tests/test_learning.py) with the same flags and step budget."""
-    result = run_world("--max-steps", "150000", "--lr", "1e-3", "--eval-interval", "3", "--eval-episodes", "10", "--target-eval-return", "195",
+    result = run_world("--max-steps", "300000", "--lr", "1e-3", "--eval-interval", "3", "--eval-episodes", "10", "--target-eval-return", "195",
                        "--runs-dir", tmp_path, "--seed", "1", timeout=480)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     best = load(only_run_dir(tmp_path) / "checkpoints" / "best.pt")

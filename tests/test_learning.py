@@ -21,15 +21,16 @@ CARTPOLE_SOLVED = 195.0
 
 
 def test_cartpole_reaches_the_solved_threshold(tmp_path):
-    """The evaluator's mean over 10 full episodes reaches 195 within 150k agent steps.
+    """The evaluator's mean over 10 full episodes reaches 195 within 300k agent steps.
 
     lr 1e-3 instead of the Atari default 1e-4: CartPole's rewards and horizon differ; everything
-    else is the project's default algorithm. The budget is about twice the steps the runs we
-    measured needed, so a slow start does not fail the test; --target-eval-return ends the run
-    at the first evaluation that gets there.
+    else is the project's default algorithm. With one env per worker the runs we measured needed
+    about half of 150k steps; with the default 4 envs (a quarter of the updates per step) a
+    distributed run reached only 160 within 150k, so the budget is 300k. --target-eval-return ends
+    the run at the first evaluation that gets there, so a fast run stays fast.
     """
     result = run_command(
-        "train.py", "--env-id", "CartPole-v1", "--num-processes", "2", "--max-steps", "150000", "--lr", "1e-3",
+        "train.py", "--env-id", "CartPole-v1", "--num-processes", "2", "--max-steps", "300000", "--lr", "1e-3",
         "--eval-interval", "3", "--eval-episodes", "10", "--target-eval-return", str(CARTPOLE_SOLVED),
         "--runs-dir", tmp_path, "--seed", "1", timeout=420,
     )
