@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 import numpy as np
@@ -109,6 +110,11 @@ def test_a_resumed_runs_purged_points_are_dropped_without_a_warning(tmp_path, ca
     with SummaryWriter(str(tmp_path)) as writer:
         for step in range(0, 600, 100):
             writer.add_scalar(TRAIN_RETURN, 1.0, step)
+    # A resumed run is a new process seconds later, so its event file's name (whole seconds,
+    # then a per-process counter) sorts after the first one's. Two writers of one process in the
+    # same second would not: the counter is not zero-padded ("...10" sorts before "...9"), and the
+    # loader reads the files in name order. Start the second file in the next second.
+    time.sleep(1.02 - time.time() % 1)
     with SummaryWriter(str(tmp_path), purge_step=300) as writer:
         for step in range(300, 700, 100):
             writer.add_scalar(TRAIN_RETURN, 2.0, step)
