@@ -22,7 +22,7 @@ import torch
 from a3c_torch.checkpoint import checkpoint_in, load_checkpoint, newest_run, resolve_checkpoint
 from a3c_torch.config import Config, HelpFormatter
 from a3c_torch.envs import ATARI_FRAME_SKIP, EnvSettings, is_atari, make_env
-from a3c_torch.errors import UsageError
+from a3c_torch.errors import UsageError, require_writable
 from a3c_torch.evaluation_report import build_report, check_json_destination, format_table, write_json
 from a3c_torch.evaluator import EpisodeResult, play_episodes, resolve_device
 from a3c_torch.model import ActorCritic
@@ -244,12 +244,7 @@ def prepare_video_dir(video_dir: str) -> None:
         raise UsageError(f"{path}: --record-video needs a directory, and this is a file") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot create the video directory: {exc.strerror or exc}") from None
-    probe = path / f".write-test-{os.getpid()}"
-    try:
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise UsageError(f"{path}: --record-video cannot write there ({exc.strerror or exc})") from None
+    require_writable(path, "--record-video cannot write there")
 
 
 def check_video_rendering(settings: EnvSettings, seed: int) -> None:

@@ -20,7 +20,7 @@ import torch.multiprocessing as mp
 from a3c_torch.checkpoint import NonFiniteWeights, all_finite, load_checkpoint, remove_stale_temp_files, resolve_checkpoint, save_checkpoint, snapshot
 from a3c_torch.config import IDENTITY_FIELDS, Config, validate
 from a3c_torch.envs import EnvSettings, probe_spaces
-from a3c_torch.errors import UsageError
+from a3c_torch.errors import UsageError, require_writable
 from a3c_torch.evaluator import evaluator_main, resolve_device
 from a3c_torch.metrics import Metrics
 from a3c_torch.model import ActorCritic
@@ -66,15 +66,6 @@ def probe_env(cfg: Config) -> tuple[tuple[int, ...], int]:
     except (gym.error.Error, ImportError) as exc:  # e.g. Box2D envs without box2d installed
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"--env-id {cfg.env_id}: cannot be made here: {reason}") from None
-
-
-def ensure_writable(folder: Path) -> None:
-    probe = folder / f".write-test-{os.getpid()}"
-    try:
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise UsageError(f"{folder}: not writable ({exc.strerror})") from None
 
 
 def run_dir_of(checkpoint: Path) -> Path | None:
@@ -184,7 +175,7 @@ class Trainer:
         if why_new is None:
             if busy is not None:
                 raise busy
-            ensure_writable(home / "checkpoints")
+            require_writable(home / "checkpoints", "not writable")
             remove_stale_temp_files(home / "checkpoints")  # left by a kill during a write
             self.resumed_in_place = True
             return home
