@@ -194,3 +194,18 @@ def parse_with(parser: argparse.ArgumentParser, argv=None) -> tuple[Config, set[
     values = vars(args)
     extra = {name: value for name, value in values.items() if name not in names}
     return Config(**{name: value for name, value in values.items() if name in names}), explicit, extra
+
+
+def config_for_resume(cfg: Config, explicit: set[str], data: dict) -> Config:
+    """The saved run's config, with the flags given now applied on top (identity flags must match)."""
+    saved = Config.from_dict(data["config"])
+    for name in IDENTITY_FIELDS:
+        if name in explicit and getattr(cfg, name) != getattr(saved, name):
+            raise UsageError(f"--resume {cfg.resume}: the checkpoint was trained with --{name.replace('_', '-')} {getattr(saved, name)}, not {getattr(cfg, name)}")
+    merged = Config.from_dict({**saved.to_dict(), **{name: getattr(cfg, name) for name in explicit if name not in IDENTITY_FIELDS}, "resume": cfg.resume})
+    if merged.target_eval_return is not None and not merged.evaluator and "evaluator" not in explicit:
+        raise UsageError(f"--resume {cfg.resume}: the run was trained with --no-evaluator, and --target-eval-return needs the evaluator: add --evaluator")
+    validate(merged)
+    if data["global_step"] >= merged.max_steps:
+        raise UsageError(f"--resume {cfg.resume}: the run is already at step {data['global_step']:,} >= --max-steps {merged.max_steps:,}; pass a larger --max-steps to go on")
+    return merged

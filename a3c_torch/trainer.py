@@ -4,13 +4,11 @@ writes metrics and checkpoints, and shuts everything down cleanly whatever happe
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import signal
 import sys
 import time
-from datetime import datetime
 from pathlib import Path
 
 import gymnasium as gym
@@ -18,7 +16,7 @@ import torch
 import torch.multiprocessing as mp
 
 from a3c_torch.checkpoint import NonFiniteWeights, all_finite, load_checkpoint, remove_stale_temp_files, resolve_checkpoint, save_checkpoint, snapshot
-from a3c_torch.config import IDENTITY_FIELDS, Config, validate
+from a3c_torch.config import Config, config_for_resume, validate
 from a3c_torch.envs import EnvSettings, probe_spaces
 from a3c_torch.errors import UsageError, require_writable
 from a3c_torch.evaluator import evaluator_main, resolve_device
@@ -26,6 +24,7 @@ from a3c_torch.metrics import Metrics
 from a3c_torch.model import ActorCritic
 from a3c_torch.optim import make_optimizer, scheduled_lr
 from a3c_torch.processes import ChildStart, StepCounter, StopFlag, child_main, start_children
+from a3c_torch.run_dir import create_run_dir, run_dir_of, step_of, why_resume_elsewhere
 from a3c_torch.run_lock import lock_run_dir
 from a3c_torch.worker import worker_main
 from a3c_torch.worker_state import unpack, worker_seed
@@ -37,28 +36,6 @@ DIVERGED = ("training", "the shared model's weights are no longer finite (NaN or
             "Checkpoints are only written with finite weights, so latest.pt (if any) holds the last good ones.")
 
 
-def run_dir_name(cfg: Config) -> str:
-    env = cfg.env_id.replace("/", "_")
-    return f"{env}__{cfg.exp_name}__{cfg.seed}__{datetime.now().strftime('%Y%m%d-%H%M%S')}"
-
-
-def create_run_dir(cfg: Config) -> Path:
-    """A new run directory with its config.json; any failure (unwritable, disk full) is a UsageError."""
-    runs = Path(cfg.runs_dir)
-    try:
-        runs.mkdir(parents=True, exist_ok=True)
-        base = runs / run_dir_name(cfg)
-        run_dir, suffix = base, 1
-        while run_dir.exists():
-            suffix += 1
-            run_dir = base.with_name(f"{base.name}-{suffix}")
-        (run_dir / "checkpoints").mkdir(parents=True)
-        (run_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
-    except OSError as exc:
-        raise UsageError(f"--runs-dir {cfg.runs_dir}: cannot create a run directory there ({exc.strerror})") from None
-    return run_dir
-
-
 def probe_env(cfg: Config) -> tuple[tuple[int, ...], int]:
     """Observation shape and action count; an env that cannot be made here is a user error."""
     try:
@@ -66,39 +43,6 @@ def probe_env(cfg: Config) -> tuple[tuple[int, ...], int]:
     except (gym.error.Error, ImportError) as exc:  # e.g. Box2D envs without box2d installed
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"--env-id {cfg.env_id}: cannot be made here: {reason}") from None
-
-
-def run_dir_of(checkpoint: Path) -> Path | None:
-    """The run directory a checkpoint file belongs to (RUN/checkpoints/NAME.pt), or None."""
-    folder = checkpoint.parent
-    if folder.name == "checkpoints" and (folder.parent / "config.json").is_file():
-        return folder.parent
-    return None
-
-
-def step_of(path: Path) -> int | None:
-    """The global step of a checkpoint file; None if there is none (or it is unreadable)."""
-    if not path.is_file():
-        return None
-    try:
-        return int(load_checkpoint(path)["global_step"])
-    except (UsageError, TypeError, ValueError):
-        return None
-
-
-def config_for_resume(cfg: Config, explicit: set[str], data: dict) -> Config:
-    """The saved run's config, with the flags given now applied on top (identity flags must match)."""
-    saved = Config.from_dict(data["config"])
-    for name in IDENTITY_FIELDS:
-        if name in explicit and getattr(cfg, name) != getattr(saved, name):
-            raise UsageError(f"--resume {cfg.resume}: the checkpoint was trained with --{name.replace('_', '-')} {getattr(saved, name)}, not {getattr(cfg, name)}")
-    merged = Config.from_dict({**saved.to_dict(), **{name: getattr(cfg, name) for name in explicit if name not in IDENTITY_FIELDS}, "resume": cfg.resume})
-    if merged.target_eval_return is not None and not merged.evaluator and "evaluator" not in explicit:
-        raise UsageError(f"--resume {cfg.resume}: the run was trained with --no-evaluator, and --target-eval-return needs the evaluator: add --evaluator")
-    validate(merged)
-    if data["global_step"] >= merged.max_steps:
-        raise UsageError(f"--resume {cfg.resume}: the run is already at step {data['global_step']:,} >= --max-steps {merged.max_steps:,}; pass a larger --max-steps to go on")
-    return merged
 
 
 class Trainer:
@@ -163,15 +107,7 @@ class Trainer:
         run unless --runs-dir says where), and the old run stays as it was, checkpoints and
         curves (a resume in place drops the events after its checkpoint's step)."""
         step = self.start_step
-        why_new = None
-        if home is None:
-            why_new = "it is not in a run directory (RUN/checkpoints/)"
-        else:
-            latest = home / "checkpoints" / "latest.pt"
-            if not (latest.exists() and latest.samefile(checkpoint_path)):
-                newer = step_of(latest)
-                if newer is not None and newer >= step:
-                    why_new = f"the run's latest.pt is newer (step {newer:,}) and is kept, with the run's curves"
+        why_new = why_resume_elsewhere(checkpoint_path, home, step)
         if why_new is None:
             if busy is not None:
                 raise busy

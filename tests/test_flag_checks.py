@@ -10,7 +10,7 @@ from a3c_torch.config import Config, parse_args, validate
 from a3c_torch.errors import UsageError
 from a3c_torch.model import ActorCritic
 from a3c_torch.optim import make_optimizer
-from a3c_torch.trainer import config_for_resume
+from a3c_torch.config import config_for_resume
 from helpers import run_command
 
 

@@ -1,0 +1,67 @@
+"""A run directory (RUNS_DIR/<env>__<exp-name>__<seed>__<date-time>): its name and creation, the
+run a checkpoint file belongs to, and whether a resume may continue in it."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+from a3c_torch.checkpoint import load_checkpoint
+from a3c_torch.config import Config
+from a3c_torch.errors import UsageError
+
+
+def run_dir_name(cfg: Config) -> str:
+    env = cfg.env_id.replace("/", "_")
+    return f"{env}__{cfg.exp_name}__{cfg.seed}__{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+
+
+def create_run_dir(cfg: Config) -> Path:
+    """A new run directory with its config.json; any failure (unwritable, disk full) is a UsageError."""
+    runs = Path(cfg.runs_dir)
+    try:
+        runs.mkdir(parents=True, exist_ok=True)
+        base = runs / run_dir_name(cfg)
+        run_dir, suffix = base, 1
+        while run_dir.exists():
+            suffix += 1
+            run_dir = base.with_name(f"{base.name}-{suffix}")
+        (run_dir / "checkpoints").mkdir(parents=True)
+        (run_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
+    except OSError as exc:
+        raise UsageError(f"--runs-dir {cfg.runs_dir}: cannot create a run directory there ({exc.strerror})") from None
+    return run_dir
+
+
+def run_dir_of(checkpoint: Path) -> Path | None:
+    """The run directory a checkpoint file belongs to (RUN/checkpoints/NAME.pt), or None."""
+    folder = checkpoint.parent
+    if folder.name == "checkpoints" and (folder.parent / "config.json").is_file():
+        return folder.parent
+    return None
+
+
+def step_of(path: Path) -> int | None:
+    """The global step of a checkpoint file; None if there is none (or it is unreadable)."""
+    if not path.is_file():
+        return None
+    try:
+        return int(load_checkpoint(path)["global_step"])
+    except (UsageError, TypeError, ValueError):
+        return None
+
+
+def why_resume_elsewhere(checkpoint_path: Path, home: Path | None, step: int) -> str | None:
+    """None if a resume from this checkpoint (at `step`) may continue in its own run directory
+    `home`; else why it goes to a new one: the file is not in a run directory, or continuing
+    there would overwrite a newer latest.pt (a resume in place drops the events after its step)."""
+    if home is None:
+        return "it is not in a run directory (RUN/checkpoints/)"
+    latest = home / "checkpoints" / "latest.pt"
+    if latest.exists() and latest.samefile(checkpoint_path):
+        return None
+    newer = step_of(latest)
+    if newer is not None and newer >= step:
+        return f"the run's latest.pt is newer (step {newer:,}) and is kept, with the run's curves"
+    return None
