@@ -196,7 +196,7 @@ def test_event_files_that_cannot_be_written_at_start_are_one_line_without_a_thre
         metrics(tmp_path)
     assert seen == [] and capsys.readouterr().err == ""
     trainer = Trainer(Config(runs_dir=str(tmp_path / "runs"), max_steps=100, **QUICK))
-    with pytest.raises(UsageError, match=f"cannot write TensorBoard events there .No space left on device.$"):
+    with pytest.raises(UsageError, match="cannot write TensorBoard events there .No space left on device.$"):
         trainer.run()
     assert seen == []
 

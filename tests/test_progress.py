@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from a3c_torch.metrics import Progress
-from helpers import REPO, checkpointed_steps, load, only_run_dir
+from helpers import REPO
 
 BAR = re.compile(r"^\s*\d+%\|")
 

@@ -9,7 +9,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import torch
 
 from a3c_torch.checkpoint import save_checkpoint
 from a3c_torch.config import Config
