@@ -24,12 +24,15 @@ from a3c_torch.config import Config, HelpFormatter
 from a3c_torch.envs import ATARI_FRAME_SKIP, EnvSettings, is_atari, make_env
 from a3c_torch.errors import UsageError, require_writable
 from a3c_torch.evaluation_report import build_report, check_json_destination, format_table, write_json
-from a3c_torch.evaluator import EpisodeResult, play_episodes, resolve_device
+from a3c_torch.evaluator import EpisodeResult, resolve_device
 from a3c_torch.model import ActorCritic
+from a3c_torch.parallel_games import PlayerFailed, play_game, play_in_parallel
 from a3c_torch.render import RenderToWindow, Window, WindowClosed, check_display
 
 # Flags that only matter when games are played: `--plot` alone plays none.
-PLAYING_FLAGS = ("--episodes", "--seed", "--device", "--greedy", "--env-id", "--record-video", "--render", "--json")
+PLAYING_FLAGS = ("--episodes", "--seed", "--device", "--greedy", "--env-id", "--record-video", "--render", "--json", "--num-processes")
+# More players than this is a typo: each is a process with its own emulator and model copy.
+MAX_EVAL_PROCESSES = 256
 
 
 class _Parser(argparse.ArgumentParser):
@@ -55,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--run-dir", metavar="DIR", help="run directory to evaluate: its checkpoints/best.pt, else latest.pt")
     parser.add_argument("--runs-dir", metavar="DIR", default="runs", help="where to look for the newest run when neither --checkpoint nor --run-dir is given")
     parser.add_argument("--episodes", type=int, metavar="N", default=10, help="number of full games to play")
-    parser.add_argument("--seed", type=int, metavar="N", default=0, help="game i is reset with seed N + i; also seeds action sampling")
+    parser.add_argument("--seed", type=int, metavar="N", default=0, help="game i is reset with seed N + i, and its actions are sampled with a generator seeded with N + i (so a game's score does not depend on --num-processes)")
+    parser.add_argument("--num-processes", type=int, metavar="N", default=1, help="play the games on N processes at once, one CPU core each (not with --render or --record-video)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="where the network runs (auto: cuda when available)")
     parser.add_argument("--greedy", action="store_true", help="take the most probable action instead of sampling from the policy")
     parser.add_argument("--env-id", metavar="ID", help="play another env than the checkpoint's (needs the same observation shape and number of actions)")
@@ -87,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     except WindowClosed:
         print("the window was closed: evaluation stopped", file=out, flush=True)
         return 0
+    except PlayerFailed as failure:
+        print(f"evaluate.py: {failure}", file=sys.stderr, flush=True)
+        return 1
     print("\n" + format_table(report), file=out, flush=True)
     if args.record_video:
         print(f"videos: {args.record_video}", file=out)
@@ -120,7 +127,10 @@ def evaluate_checkpoint(args: argparse.Namespace, out) -> dict:
             env = with_video(env, args.record_video, settings, checkpoint_path)
         if args.render:
             env = with_window(env, settings, checkpoint_path)
-        results = play(model, env, args, device, out)
+        if args.num_processes > 1:
+            results = play_in_parallel(model, settings, args.episodes, args.seed, args.greedy, device, args.num_processes, lambda i, r: report_game(i, r, args.episodes, out))
+        else:
+            results = play(model, env, args, device, out)
     finally:
         env.close()  # also writes the last video
     return build_report(results, checkpoint_path, checkpoint, settings, args, device)
@@ -131,6 +141,11 @@ def check_args(args: argparse.Namespace) -> None:
         raise UsageError(f"--episodes must be a positive integer, got {args.episodes}")
     if not 0 <= args.seed < 2**31:  # game i is reset with seed + i: env seeds are unsigned
         raise UsageError(f"--seed must be in [0, 2**31), got {args.seed}")
+    if not 1 <= args.num_processes <= MAX_EVAL_PROCESSES:
+        raise UsageError(f"--num-processes must be between 1 and {MAX_EVAL_PROCESSES}, got {args.num_processes}")
+    if args.num_processes > 1 and (args.render or args.record_video):
+        shown = "--render" if args.render else "--record-video"
+        raise UsageError(f"{shown} plays the games one at a time, in one process: drop --num-processes {args.num_processes}")
 
 
 def choose_device(choice: str) -> torch.device:
@@ -299,11 +314,13 @@ def with_window(env, settings: EnvSettings, checkpoint_path: Path):
 
 def play(model: ActorCritic, env, args: argparse.Namespace, device: torch.device, out) -> list[EpisodeResult]:
     """One game at a time (game i seeded with seed + i), printing each score as it finishes."""
-    torch.manual_seed(args.seed)  # action sampling is reproducible too
     results = []
     for i in range(args.episodes):
-        result = play_episodes(model, env, 1, device, greedy=args.greedy, seed=args.seed + i)[0]
-        results.append(result)
-        cut = " (cut by the time limit)" if result.truncated else ""
-        print(f"episode {i + 1:>3}/{args.episodes}  return {result.episode_return:10.2f}  length {result.length:>7,}{cut}", file=out, flush=True)
+        results.append(play_game(model, env, device, args.greedy, args.seed + i))
+        report_game(i, results[-1], args.episodes, out)
     return results
+
+
+def report_game(i: int, result: EpisodeResult, games: int, out) -> None:
+    cut = " (cut by the time limit)" if result.truncated else ""
+    print(f"episode {i + 1:>3}/{games}  return {result.episode_return:10.2f}  length {result.length:>7,}{cut}", file=out, flush=True)

@@ -1,0 +1,111 @@
+"""`evaluate.py --num-processes N`: full games played by N processes at once.
+
+Each game is played exactly as evaluate.py plays it alone (`play_game`: game i is reset with
+seed + i and its actions are sampled from a generator seeded with seed + i), so the scores do not
+depend on how many processes played them, nor in which order they finished. The players are
+children like the trainer's (processes.py): they ignore Ctrl-C, which the main process handles
+by killing them, and die with it. A player that crashes or is killed is reported, never waited for.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+from typing import Callable
+
+import ale_py
+import torch
+import torch.multiprocessing as mp
+
+from a3c_torch.envs import EnvSettings, make_env
+from a3c_torch.evaluator import EpisodeResult, play_episodes
+from a3c_torch.model import ActorCritic
+from a3c_torch.processes import ChildStart, child_main, parent_alive, run_child, setup_child, start_children
+
+POLL_S = 0.5  # how often the main process looks for a dead player while it waits for results
+
+
+class PlayerFailed(Exception):
+    """A game-playing process crashed or was killed; the message says which and why."""
+
+
+def play_game(model: ActorCritic, env, device: torch.device, greedy: bool, seed: int) -> EpisodeResult:
+    """One full game, reset with `seed`, its actions sampled with a generator seeded with `seed`."""
+    torch.manual_seed(seed)
+    return play_episodes(model, env, 1, device, greedy=greedy, seed=seed)[0]
+
+
+def play_in_parallel(model: ActorCritic, settings: EnvSettings, games: int, seed: int, greedy: bool, device: torch.device,
+                     num_processes: int, on_result: Callable[[int, EpisodeResult], None]) -> list[EpisodeResult]:
+    """Games 0..games-1 (game i seeded with seed + i) on `num_processes` players; `on_result(i, result)`
+    is called as each game ends (in the order they end). Returns the results in game order."""
+    ctx = mp.get_context("spawn")
+    tasks, results = ctx.Queue(), ctx.Queue()
+    for i in range(games):
+        tasks.put(i)
+    players = min(num_processes, games)
+    for _ in range(players):
+        tasks.put(None)  # one "no more games" for each player
+    cpu_model = ActorCritic.like(model)
+    cpu_model.load_state_dict({name: tensor.cpu() for name, tensor in model.state_dict().items()})
+    cpu_model.share_memory()  # sent to the players once, not copied per game
+    processes = {
+        f"player-{k}": ctx.Process(
+            target=child_main,
+            args=(ChildStart(os.getpid()), run_child, f"player-{k}", results, _player, os.getpid(), cpu_model, settings, str(device), greedy, seed, tasks, results),
+            daemon=True,
+        )
+        for k in range(players)
+    }
+    done: dict[int, EpisodeResult] = {}
+    try:
+        start_children(processes)
+        while len(done) < games:
+            message = _next_message(results, processes)
+            if message[0] == "error":
+                raise PlayerFailed(f"evaluation process {message[1]} crashed:\n{message[2].rstrip()}")
+            _, i, result = message
+            done[i] = result
+            on_result(i, result)
+    finally:
+        for process in processes.values():
+            if process.is_alive():
+                process.kill()  # players ignore SIGTERM, like every child of ours
+        for process in processes.values():
+            if process.pid is not None:
+                process.join(timeout=5)
+    return [done[i] for i in range(games)]
+
+
+def _next_message(results, processes: dict) -> tuple:
+    """The next result or error report; a player that died without one is a PlayerFailed."""
+    while True:
+        try:
+            return results.get(timeout=POLL_S)
+        except queue.Empty:
+            pass
+        dead = {name: p.exitcode for name, p in processes.items() if p.exitcode not in (None, 0)}
+        if dead:
+            try:  # a player that crashed sent its traceback before exiting
+                return results.get(timeout=2.0)
+            except queue.Empty:
+                name, code = next(iter(dead.items()))
+                how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+                raise PlayerFailed(f"evaluation process {name} {how} (out of memory?) before it reported its game") from None
+
+
+def _player(parent_pid: int, model: ActorCritic, settings: EnvSettings, device: str, greedy: bool, seed: int, tasks, results) -> None:
+    """A child: play the games named on `tasks` until told there are no more."""
+    setup_child(parent_pid)
+    # ALE's banner for every new emulator, as in the main process: it would bury the score lines.
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
+    device = torch.device(device)
+    model = model.to(device).eval()
+    env = make_env(settings, seed=seed, train=False)
+    try:
+        while (i := tasks.get()) is not None:
+            results.put(("result", i, play_game(model, env, device, greedy, seed + i)))
+            if not parent_alive(parent_pid):
+                return
+    finally:
+        env.close()
