@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import queue
+import time
 from typing import Callable
 
 import ale_py
@@ -78,20 +79,32 @@ def play_in_parallel(model: ActorCritic, settings: EnvSettings, games: int, seed
 
 
 def _next_message(results, processes: dict) -> tuple:
-    """The next result or error report; a player that died without one is a PlayerFailed."""
+    """The next result or error report; a player that died without one is a PlayerFailed.
+
+    Dead players are looked for after every message, not only when none came: the survivors
+    may send results faster than the poll interval, and the evaluation must still end."""
     while True:
         try:
-            return results.get(timeout=POLL_S)
+            message = results.get(timeout=POLL_S)
         except queue.Empty:
-            pass
+            message = None
+        if message is not None and message[0] == "error":
+            return message
         dead = {name: p.exitcode for name, p in processes.items() if p.exitcode not in (None, 0)}
         if dead:
-            try:  # a player that crashed sent its traceback before exiting
-                return results.get(timeout=2.0)
-            except queue.Empty:
-                name, code = next(iter(dead.items()))
-                how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-                raise PlayerFailed(f"evaluation process {name} {how} (out of memory?) before it reported its game") from None
+            deadline = time.monotonic() + 2.0
+            while time.monotonic() < deadline:  # a player that crashed sent its traceback before exiting
+                try:
+                    late = results.get(timeout=0.2)
+                except queue.Empty:
+                    continue
+                if late[0] == "error":
+                    return late
+            name, code = next(iter(dead.items()))
+            how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+            raise PlayerFailed(f"evaluation process {name} {how} (out of memory?) before it reported its game")
+        if message is not None:
+            return message
 
 
 def _player(parent_pid: int, model: ActorCritic, settings: EnvSettings, device: str, greedy: bool, seed: int, tasks, results) -> None:
