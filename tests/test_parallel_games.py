@@ -37,12 +37,19 @@ def scores(*args) -> dict:
     return json.loads(result.stdout)
 
 
+def same_scores_on_one_and_on_n_processes(checkpoint: str, games: int, processes: int) -> dict:
+    """Asserts that `games` games give the same returns and lengths on 1 and on `processes`
+    processes; returns the one-process report."""
+    alone = scores("--checkpoint", checkpoint, "--episodes", str(games))
+    parallel = scores("--checkpoint", checkpoint, "--episodes", str(games), "--num-processes", str(processes))
+    assert parallel["returns"] == alone["returns"] and parallel["lengths"] == alone["lengths"]
+    return alone
+
+
 @pytest.mark.slow
 def test_parallel_games_score_exactly_as_one_process_and_each_game_as_when_played_alone(checkpoints):
     cartpole = str(checkpoints["cartpole"])
-    alone = scores("--checkpoint", cartpole, "--episodes", "6")
-    parallel = scores("--checkpoint", cartpole, "--episodes", "6", "--num-processes", "3")
-    assert parallel["returns"] == alone["returns"] and parallel["lengths"] == alone["lengths"]
+    alone = same_scores_on_one_and_on_n_processes(cartpole, games=6, processes=3)
     assert len(set(alone["lengths"])) > 1  # the games differ: the check compares something
     # Game 4 of seed 0 is game 1 of seed 4: a game's score depends on its own seed only.
     fourth = scores("--checkpoint", cartpole, "--episodes", "1", "--seed", "4")
@@ -51,10 +58,7 @@ def test_parallel_games_score_exactly_as_one_process_and_each_game_as_when_playe
 
 @pytest.mark.slow
 def test_parallel_atari_games_with_sticky_actions_and_sampling_match_one_process(checkpoints):
-    pong = str(checkpoints["pong"])
-    alone = scores("--checkpoint", pong, "--episodes", "2")
-    parallel = scores("--checkpoint", pong, "--episodes", "2", "--num-processes", "2")
-    assert parallel["returns"] == alone["returns"] and parallel["lengths"] == alone["lengths"]
+    same_scores_on_one_and_on_n_processes(str(checkpoints["pong"]), games=2, processes=2)
 
 
 @pytest.mark.slow
