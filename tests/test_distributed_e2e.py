@@ -81,12 +81,16 @@ def node_pid(runs_dir: Path, rank: int) -> int | None:
 
 @pytest.mark.parametrize("victim", [2, 0], ids=["a-node", "rank-0-the-server"])
 def test_a_killed_node_restarts_the_world_which_resumes_from_the_checkpoint(tmp_path, victim):
-    process = subprocess.Popen(torchrun("--max-steps", "8000", "--runs-dir", tmp_path, "--checkpoint-interval", "1", "--no-evaluator", "--sync-interval", "0.5", restarts=1),
+    # The budget must outlast the first checkpoint by far: CartPole trains at thousands of steps
+    # a second, and at 8,000 an idle machine once finished before the first checkpoint was seen.
+    max_steps = 40_000
+    process = subprocess.Popen(torchrun("--max-steps", max_steps, "--runs-dir", tmp_path, "--checkpoint-interval", "1", "--no-evaluator", "--sync-interval", "0.5", restarts=1),
                                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         assert wait_for(lambda: checkpointed_steps(tmp_path) > 0, 150, interval=0.5), "no checkpoint before the kill"
         steps_at_kill = checkpointed_steps(tmp_path)
-        assert steps_at_kill < 8000, "the run ended before the kill: raise --max-steps"
+        print(f"killed at {steps_at_kill:,} checkpointed steps of {max_steps:,}")
+        assert steps_at_kill < max_steps, "the run ended before the kill: raise --max-steps"
         pid = node_pid(tmp_path, victim)
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
@@ -100,7 +104,7 @@ def test_a_killed_node_restarts_the_world_which_resumes_from_the_checkpoint(tmp_
     resumed_at = int(out.split("resuming at step ")[1].split(";")[0].replace(",", ""))
     assert resumed_at >= steps_at_kill
     final = load(only_run_dir(tmp_path) / "checkpoints" / "latest.pt")
-    assert final["global_step"] >= 8000
+    assert final["global_step"] >= max_steps
     # The server's version (pushes applied) carries on across the restart too.
     restarted_version = int(out.rsplit("node 0/3: ", 1)[1].split("(version ")[1].split(")")[0])
     assert 0 < restarted_version < final["ps_version"]
