@@ -17,7 +17,11 @@ from typing import Optional
 
 from a3c_torch.errors import UsageError
 
-OPTIMIZER_DEFAULT_LR = {"adam": 1e-4, "rmsprop": 7e-4}
+# The default learning rate is this per env of a worker: an update sums the rollouts of
+# --envs-per-process K envs, so a worker makes 1/K of the updates per agent step, and K times the
+# single-env rate keeps the progress per step (K = 4 and Adam: 4e-4 learned Breakout about 3x and
+# Pong far faster per step than 1e-4; results/breakout-a3c-k4-lr4e-4, results/pong-a3c-k4).
+OPTIMIZER_LR_PER_ENV = {"adam": 1e-4, "rmsprop": 7e-4}
 
 # Upper bounds that keep a typo from asking for terabytes: an LSTM of 1,000,000 is a 16 TB weight
 # matrix, a 1,000,000-pixel screen a 931 GiB frame. Atari frames are 210x160, so a larger screen
@@ -26,6 +30,9 @@ MAX_SCREEN_SIZE = 256
 MAX_HIDDEN_SIZE = 4096
 # Each env is an emulator of its own (tens of MB); past a few dozen the batched forward gains nothing.
 MAX_ENVS_PER_PROCESS = 256
+
+# The conv trunks of a3c_torch/model.py that --model chooses from (the one list of them).
+MODELS = ("a3c", "a3c-elu", "universe")
 
 # Settings that define the model and the optimizer's state layout: a resumed run must keep them.
 IDENTITY_FIELDS = ("env_id", "screen_size", "model", "hidden_size", "full_action_space", "optimizer")
@@ -44,7 +51,7 @@ class Config:
     screen_size: int = _setting(84, "Atari frames are resized to SCREEN_SIZE x SCREEN_SIZE grayscale (84 keeps Pong's ball visible; 42 trains about 1.7x as fast but learned Pong about 3x more slowly per step in our runs)")
     repeat_action_probability: float = _setting(0.25, "sticky actions: chance the emulator repeats the previous action (0.25 is the ALE v5 protocol, 0 turns them off)")
     full_action_space: bool = _setting(False, "use all 18 Atari actions instead of the game's minimal set; --no-full-action-space keeps the minimal set")
-    model: str = _setting("a3c", "conv trunk for Atari frames: a3c (the A3C paper's: conv 16 8x8/4, conv 32 4x4/2, FC 256, ReLU; Mnih et al. 2016) or universe (4x conv 32 3x3/2, ELU; about 3x the network time per step)", choices=("a3c", "universe"))
+    model: str = _setting("a3c", "conv trunk for Atari frames: a3c (the A3C paper's: conv 16 8x8/4, conv 32 4x4/2, FC 256, ReLU; Mnih et al. 2016), a3c-elu (the same layers with ELU, whose units cannot die on a grey background such as Pong's) or universe (4x conv 32 3x3/2, ELU; about 3x the network time per step)", choices=MODELS)
     # --- processes ---
     num_processes: int = _setting(os.cpu_count() or 1, "number of Hogwild worker processes, one per CPU core is the intended use (default: this machine's CPU count, %(default)s)")
     envs_per_process: int = _setting(4, "envs each worker plays side by side, one batched forward for all of them and one update per rollout of K x NUM_STEPS steps (1 is the A3C paper's worker; more envs amortise the network's per-call cost)")
@@ -52,7 +59,7 @@ class Config:
     start_method: str = _setting("spawn", "multiprocessing start method (spawn is the safe choice with CUDA and OpenMP)", choices=("spawn", "forkserver", "fork"))
     # --- algorithm ---
     num_steps: int = _setting(20, "rollout length: steps each worker plays between two updates")
-    lr: Optional[float] = _setting(None, "learning rate (default: 1e-4 with --optimizer adam, 7e-4 with rmsprop)")
+    lr: Optional[float] = _setting(None, "learning rate (default: 1e-4 x ENVS_PER_PROCESS with --optimizer adam, 7e-4 x ENVS_PER_PROCESS with rmsprop; 4e-4 with the defaults. An update sums the rollouts of the worker's envs, so it makes 1/K of the updates per step; measured at K = 4 with adam only)")
     lr_schedule: str = _setting("constant", "learning-rate schedule: constant, or linear from --lr at step 0 down to 0 at --max-steps (the A3C paper's annealing; it follows the global step, so a run resumed with a larger --max-steps goes on along the new line)", choices=("constant", "linear"))
     optimizer: str = _setting("adam", "shared optimizer: adam (SharedAdam) or rmsprop (the paper's shared RMSProp, alpha 0.99, eps 0.1)", choices=("adam", "rmsprop"))
     gamma: float = _setting(0.99, "discount factor")
@@ -77,7 +84,7 @@ class Config:
 
     @property
     def learning_rate(self) -> float:
-        return self.lr if self.lr is not None else OPTIMIZER_DEFAULT_LR[self.optimizer]
+        return self.lr if self.lr is not None else OPTIMIZER_LR_PER_ENV[self.optimizer] * self.envs_per_process
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -116,8 +123,8 @@ def validate(cfg: Config) -> None:
     for name in ("entropy_coef", "value_loss_coef"):
         if not 0 <= getattr(cfg, name) < math.inf:  # written so that NaN fails too
             raise UsageError(f"--{name.replace('_', '-')} must be a finite number >= 0, got {getattr(cfg, name)}")
-    if cfg.model == "a3c" and cfg.screen_size < 20:  # its 8x8/4 and 4x4/2 convolutions need 20 pixels
-        raise UsageError(f"--screen-size must be at least 20 for --model a3c, got {cfg.screen_size}")
+    if cfg.model.startswith("a3c") and cfg.screen_size < 20:  # its 8x8/4 and 4x4/2 convolutions need 20 pixels
+        raise UsageError(f"--screen-size must be at least 20 for --model {cfg.model}, got {cfg.screen_size}")
     if "/" in cfg.exp_name or not cfg.exp_name:
         raise UsageError(f"--exp-name must be a non-empty name without '/', got {cfg.exp_name!r}")
 

@@ -1,9 +1,12 @@
 """The LSTM actor-critic: encoder -> LSTMCell -> policy logits and value.
 
-Two conv trunks for images (2-D grayscale frames, uint8), chosen with --model:
+Three conv trunks for images (2-D grayscale frames, uint8), chosen with --model:
 - `a3c`: the A3C paper's network (Mnih et al. 2016, "Asynchronous Methods for Deep Reinforcement
   Learning", section 8, after the DQN of Mnih et al. 2013): conv 16 8x8 stride 4, conv 32 4x4
   stride 2, fully connected 256, ReLU. Few, large-stride filters: cheap on a CPU.
+- `a3c-elu`: the same layers with ELU. On a grey background (Pong) the inputs are far from zero,
+  and a ReLU filter whose weights sum below zero never fires there and never learns again (see
+  benchmarks/dead_units.py); an ELU unit always passes a gradient.
 - `universe`: four 3x3 stride-2 convolutions of 32 channels, ELU (OpenAI's universe-starter-agent
   and the A3C-LSTM repos after it). Keeps more spatial detail; about 3x the network time per step.
 Vectors go through a two-layer ELU MLP whatever the choice. The API is batch-first:
@@ -17,8 +20,10 @@ import math
 import torch
 import torch.nn as nn
 
+from a3c_torch.config import MODELS
+
 State = tuple[torch.Tensor, torch.Tensor]
-TRUNKS = ("a3c", "universe")
+TRUNKS = MODELS
 
 
 def universe_trunk(screen_size: int) -> tuple[nn.Module, int]:
@@ -34,16 +39,24 @@ def a3c_trunk_output(screen_size: int) -> int:
     return ((screen_size - 8) // 4 + 1 - 4) // 2 + 1
 
 
-def a3c_trunk(screen_size: int) -> tuple[nn.Module, int]:
+def a3c_trunk(screen_size: int, activation: type[nn.Module] = nn.ReLU) -> tuple[nn.Module, int]:
     side = a3c_trunk_output(screen_size)
     if side < 1:
         raise ValueError(f"the a3c trunk needs frames of at least 20x20, got {screen_size}x{screen_size}")
     trunk = nn.Sequential(
-        nn.Conv2d(1, 16, kernel_size=8, stride=4), nn.ReLU(),
-        nn.Conv2d(16, 32, kernel_size=4, stride=2), nn.ReLU(),
-        nn.Flatten(), nn.Linear(32 * side * side, 256), nn.ReLU(),
+        nn.Conv2d(1, 16, kernel_size=8, stride=4), activation(),
+        nn.Conv2d(16, 32, kernel_size=4, stride=2), activation(),
+        nn.Flatten(), nn.Linear(32 * side * side, 256), activation(),
     )
     return trunk, 256
+
+
+def image_trunk(name: str, screen_size: int) -> tuple[nn.Module, int]:
+    if name == "a3c":
+        return a3c_trunk(screen_size)
+    if name == "a3c-elu":
+        return a3c_trunk(screen_size, nn.ELU)
+    return universe_trunk(screen_size)
 
 
 def mlp_encoder(input_size: int, width: int = 128) -> tuple[nn.Module, int]:
@@ -61,7 +74,7 @@ class ActorCritic(nn.Module):
         if self.is_image:
             if obs_shape[0] != obs_shape[1]:
                 raise ValueError(f"image observations must be square, got {obs_shape}")
-            self.encoder, features = (a3c_trunk if trunk == "a3c" else universe_trunk)(obs_shape[0])
+            self.encoder, features = image_trunk(trunk, obs_shape[0])
         elif len(self.obs_shape) == 1:
             self.encoder, features = mlp_encoder(obs_shape[0])
         else:

@@ -94,7 +94,7 @@ from pathlib import Path  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from a3c_torch.config import Config  # noqa: E402
+from a3c_torch.config import MODELS, Config  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 STEP_LINE = re.compile(r"^step ([\d,]+)/")
@@ -378,7 +378,7 @@ def print_verdict(result: dict) -> None:
 
 def parse_setup(text: str) -> tuple[str, int]:
     model, _, envs = text.partition(":")
-    if model not in ("a3c", "universe") or not envs.isdigit() or int(envs) < 1:
+    if model not in MODELS or not envs.isdigit() or int(envs) < 1:
         raise argparse.ArgumentTypeError(f"setup must be MODEL:ENVS (e.g. a3c:4), got {text!r}")
     return model, int(envs)
 
@@ -395,7 +395,7 @@ def main() -> int:
     parser.add_argument("--emulator-warmup", type=float, default=2.0)
     parser.add_argument("--no-emulator-parallel", dest="emulator_parallel", action="store_false", help="skip the MAX_PROCESSES-parallel emulator run")
     parser.add_argument("--no-classic", dest="classic", action="store_false", help="skip the classic-pattern baseline")
-    parser.add_argument("--classic-model", choices=("a3c", "universe"), default=TODAY[0], help="the trunk of the classic-pattern baseline")
+    parser.add_argument("--classic-model", choices=MODELS, default=TODAY[0], help="the trunk of the classic-pattern baseline")
     parser.add_argument("--startup-timeout", type=float, default=180.0, help="give up if a trainer has not stepped after this long")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", help="also write the results to this file")

@@ -52,6 +52,14 @@ def test_the_defaults_are_valid_and_explicit_flags_are_tracked():
     assert cfg.env_id == "CartPole-v1" and explicit == {"env_id", "seed"}
 
 
+@pytest.mark.parametrize("optimizer, per_env", [("adam", 1e-4), ("rmsprop", 7e-4)])
+def test_the_default_learning_rate_scales_with_the_envs_per_worker(optimizer, per_env):
+    for envs in (1, 4, 16):
+        assert Config(optimizer=optimizer, envs_per_process=envs).learning_rate == pytest.approx(per_env * envs)
+    assert Config().learning_rate == pytest.approx(4e-4)  # the documented default
+    assert Config(lr=3e-4, envs_per_process=16).learning_rate == 3e-4  # an explicit --lr is kept as given
+
+
 # --- the command line, run as a user would ------------------------------------------------------
 @pytest.fixture(scope="module")
 def cartpole_checkpoint(tmp_path_factory) -> Path:

@@ -57,14 +57,18 @@ LSTM_AND_HEADS = lambda features: 4 * 256 * (features + 256) + 2 * 4 * 256 + 257
     [
         ("a3c", 84, (16 * 64 + 16) + (32 * 16 * 16 + 32) + (32 * 9 * 9 * 256 + 256) + LSTM_AND_HEADS(256)),
         ("a3c", 42, (16 * 64 + 16) + (32 * 16 * 16 + 32) + (32 * 3 * 3 * 256 + 256) + LSTM_AND_HEADS(256)),
+        ("a3c-elu", 84, (16 * 64 + 16) + (32 * 16 * 16 + 32) + (32 * 9 * 9 * 256 + 256) + LSTM_AND_HEADS(256)),
         ("universe", 84, (32 * 9 + 32) + 3 * (32 * 32 * 9 + 32) + LSTM_AND_HEADS(32 * 6 * 6)),
     ],
 )
 def test_trunks_have_the_documented_layers(trunk, size, parameters):
-    """The a3c trunk is the A3C paper's: conv 16 8x8/4, conv 32 4x4/2, FC 256 (then LSTM 256)."""
+    """The a3c trunk is the A3C paper's: conv 16 8x8/4, conv 32 4x4/2, FC 256 (then LSTM 256);
+    a3c-elu is the same layers with ELU; universe has four 3x3/2 convolutions with ELU."""
     model = ActorCritic((size, size), num_actions=6, trunk=trunk)
     convs = [(m.out_channels, m.kernel_size[0], m.stride[0]) for m in model.encoder if isinstance(m, torch.nn.Conv2d)]
-    assert convs == ([(16, 8, 4), (32, 4, 2)] if trunk == "a3c" else [(32, 3, 2)] * 4)
+    assert convs == ([(16, 8, 4), (32, 4, 2)] if trunk.startswith("a3c") else [(32, 3, 2)] * 4)
+    activations = {type(m) for m in model.encoder if isinstance(m, (torch.nn.ReLU, torch.nn.ELU))}
+    assert activations == ({torch.nn.ReLU} if trunk == "a3c" else {torch.nn.ELU})
     assert sum(p.numel() for p in model.parameters()) == parameters
     assert ActorCritic.like(model).trunk == trunk
 
