@@ -172,6 +172,22 @@ def check_supported(env_id: str, env: gym.Env) -> None:
         raise UsageError(f"{env_id}: the model handles vector or grayscale-image observations, got {space}")
 
 
+def random_policy_frames(settings: EnvSettings, count: int, seed: int = 0) -> np.ndarray:
+    """`count` observations of the training stack under a seeded uniform-random policy: a fixed
+    probe set for looking inside a model (the same frames every call with the same arguments)."""
+    env = make_env(settings, seed=seed, train=True)
+    obs, _ = env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    frames = []
+    for _ in range(count):
+        frames.append(obs)
+        obs, _, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
+        if terminated or truncated:
+            obs, _ = env.reset()
+    env.close()
+    return np.stack(frames)
+
+
 def probe_spaces(settings: EnvSettings) -> tuple[tuple[int, ...], int]:
     """Observation shape and number of actions, from a short-lived env."""
     env = make_env(settings, train=True)

@@ -6,11 +6,10 @@ budgets. They are the slowest tests of the suite.
 
 import math
 
-import numpy as np
 import pytest
 import torch
 
-from a3c_torch.envs import EnvSettings, make_env
+from a3c_torch.envs import EnvSettings, random_policy_frames
 from a3c_torch.model import ActorCritic
 
 from helpers import load, only_run_dir, run_command, scalar_tags
@@ -44,17 +43,7 @@ def test_cartpole_reaches_the_solved_threshold(tmp_path):
 
 def random_play_frames(count: int = 600):
     """Pong frames of the training stack under a fixed random policy: a fixed probe set."""
-    env = make_env(EnvSettings("ALE/Pong-v5"), seed=0, train=True)
-    obs, _ = env.reset(seed=0)
-    rng = np.random.default_rng(0)
-    frames = []
-    for _ in range(count):
-        frames.append(obs)
-        obs, _, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
-        if terminated or truncated:
-            obs, _ = env.reset()
-    env.close()
-    return torch.as_tensor(np.stack(frames))
+    return torch.as_tensor(random_policy_frames(EnvSettings("ALE/Pong-v5"), count))
 
 
 def value_and_entropy(model: ActorCritic, frames: torch.Tensor) -> tuple[float, float]:
