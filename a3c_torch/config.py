@@ -32,7 +32,7 @@ MAX_HIDDEN_SIZE = 4096
 MAX_ENVS_PER_PROCESS = 256
 
 # The conv trunks of a3c_torch/model.py that --model chooses from (the one list of them).
-MODELS = ("a3c", "a3c-elu", "universe")
+MODELS = ("a3c", "a3c-elu", "a3c-centred", "universe")
 
 # Settings that define the model and the optimizer's state layout: a resumed run must keep them.
 IDENTITY_FIELDS = ("env_id", "screen_size", "model", "hidden_size", "full_action_space", "optimizer")
@@ -51,7 +51,7 @@ class Config:
     screen_size: int = _setting(84, "Atari frames are resized to SCREEN_SIZE x SCREEN_SIZE grayscale (84 keeps Pong's ball visible; 42 trains about 1.7x as fast but learned Pong about 3x more slowly per step in our runs)")
     repeat_action_probability: float = _setting(0.25, "sticky actions: chance the emulator repeats the previous action (0.25 is the ALE v5 protocol, 0 turns them off)")
     full_action_space: bool = _setting(False, "use all 18 Atari actions instead of the game's minimal set; --no-full-action-space keeps the minimal set")
-    model: str = _setting("a3c", "conv trunk for Atari frames: a3c (the A3C paper's: conv 16 8x8/4, conv 32 4x4/2, FC 256, ReLU; Mnih et al. 2016), a3c-elu (the same layers with ELU, whose units cannot die on a grey background such as Pong's) or universe (4x conv 32 3x3/2, ELU; about 3x the network time per step)", choices=MODELS)
+    model: str = _setting("a3c", "conv trunk for Atari frames: a3c (the A3C paper's: conv 16 8x8/4, conv 32 4x4/2, FC 256, ReLU; Mnih et al. 2016), a3c-elu (the same layers with ELU, whose units cannot die on a grey background such as Pong's), a3c-centred (the a3c trunk on frames minus their mean) or universe (4x conv 32 3x3/2, ELU; about 3x the network time per step)", choices=MODELS)
     # --- processes ---
     num_processes: int = _setting(os.cpu_count() or 1, "number of Hogwild worker processes, one per CPU core is the intended use (default: this machine's CPU count, %(default)s)")
     envs_per_process: int = _setting(4, "envs each worker plays side by side, one batched forward for all of them and one update per rollout of K x NUM_STEPS steps (1 is the A3C paper's worker; more envs amortise the network's per-call cost)")

@@ -7,6 +7,8 @@ Three conv trunks for images (2-D grayscale frames, uint8), chosen with --model:
 - `a3c-elu`: the same layers with ELU. On a grey background (Pong) the inputs are far from zero,
   and a ReLU filter whose weights sum below zero never fires there and never learns again (see
   benchmarks/dead_units.py); an ELU unit always passes a gradient.
+- `a3c-centred`: the a3c trunk (ReLU) on frames minus their own mean, so a uniform background
+  is zero whatever its grey level and a filter answers to the objects on it.
 - `universe`: four 3x3 stride-2 convolutions of 32 channels, ELU (OpenAI's universe-starter-agent
   and the A3C-LSTM repos after it). Keeps more spatial detail; about 3x the network time per step.
 Vectors go through a two-layer ELU MLP whatever the choice. The API is batch-first:
@@ -52,7 +54,7 @@ def a3c_trunk(screen_size: int, activation: type[nn.Module] = nn.ReLU) -> tuple[
 
 
 def image_trunk(name: str, screen_size: int) -> tuple[nn.Module, int]:
-    if name == "a3c":
+    if name in ("a3c", "a3c-centred"):
         return a3c_trunk(screen_size)
     if name == "a3c-elu":
         return a3c_trunk(screen_size, nn.ELU)
@@ -71,6 +73,7 @@ class ActorCritic(nn.Module):
         if trunk not in TRUNKS:
             raise ValueError(f"unknown trunk {trunk!r}; choose one of {', '.join(TRUNKS)}")
         self.trunk = trunk
+        self.centre_frames = trunk == "a3c-centred"
         if self.is_image:
             if obs_shape[0] != obs_shape[1]:
                 raise ValueError(f"image observations must be square, got {obs_shape}")
@@ -115,9 +118,15 @@ class ActorCritic(nn.Module):
     def encode(self, obs: torch.Tensor) -> torch.Tensor:
         """Features for a batch of observations (uint8 frames are scaled to [0, 1] here)."""
         if self.is_image:
-            x = obs.float().div_(255.0) if obs.dtype == torch.uint8 else obs.float()
-            return self.encoder(x.unsqueeze(1))
+            return self.encoder(self.image_input(obs))
         return self.encoder(obs.float())
+
+    def image_input(self, obs: torch.Tensor) -> torch.Tensor:
+        """What the conv trunk sees of a batch of frames (B, H, W): (B, 1, H, W) floats."""
+        x = obs.float().div_(255.0) if obs.dtype == torch.uint8 else obs.float()
+        if self.centre_frames:
+            x = x - x.mean(dim=(-2, -1), keepdim=True)
+        return x.unsqueeze(1)
 
     def heads(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.policy(hidden), self.value(hidden).squeeze(-1)

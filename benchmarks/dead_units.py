@@ -41,8 +41,9 @@ ACTIVATIONS = (nn.ReLU, nn.ELU)
 
 def activity(model: ActorCritic, frames: torch.Tensor) -> list[dict]:
     """Per activation layer of the encoder: units, units never above zero, share of inputs above zero."""
-    rows, x = [], frames.float().div(255.0).unsqueeze(1)
+    rows = []
     with torch.inference_mode():
+        x = model.image_input(frames)
         for index, layer in enumerate(model.encoder):
             if isinstance(layer, ACTIVATIONS):
                 # Units are dim 1 (conv channels or FC units); every other dim is frames and positions.

@@ -57,6 +57,7 @@ LSTM_AND_HEADS = lambda features: 4 * 256 * (features + 256) + 2 * 4 * 256 + 257
     [
         ("a3c", 84, (16 * 64 + 16) + (32 * 16 * 16 + 32) + (32 * 9 * 9 * 256 + 256) + LSTM_AND_HEADS(256)),
         ("a3c", 42, (16 * 64 + 16) + (32 * 16 * 16 + 32) + (32 * 3 * 3 * 256 + 256) + LSTM_AND_HEADS(256)),
+        ("a3c-centred", 84, (16 * 64 + 16) + (32 * 16 * 16 + 32) + (32 * 9 * 9 * 256 + 256) + LSTM_AND_HEADS(256)),
         ("a3c-elu", 84, (16 * 64 + 16) + (32 * 16 * 16 + 32) + (32 * 9 * 9 * 256 + 256) + LSTM_AND_HEADS(256)),
         ("universe", 84, (32 * 9 + 32) + 3 * (32 * 32 * 9 + 32) + LSTM_AND_HEADS(32 * 6 * 6)),
     ],
@@ -68,7 +69,7 @@ def test_trunks_have_the_documented_layers(trunk, size, parameters):
     convs = [(m.out_channels, m.kernel_size[0], m.stride[0]) for m in model.encoder if isinstance(m, torch.nn.Conv2d)]
     assert convs == ([(16, 8, 4), (32, 4, 2)] if trunk.startswith("a3c") else [(32, 3, 2)] * 4)
     activations = {type(m) for m in model.encoder if isinstance(m, (torch.nn.ReLU, torch.nn.ELU))}
-    assert activations == ({torch.nn.ReLU} if trunk == "a3c" else {torch.nn.ELU})
+    assert activations == ({torch.nn.ReLU} if trunk in ("a3c", "a3c-centred") else {torch.nn.ELU})
     assert sum(p.numel() for p in model.parameters()) == parameters
     assert ActorCritic.like(model).trunk == trunk
 
@@ -107,3 +108,15 @@ def test_the_model_class_and_train_py_default_to_the_same_trunk():
     from a3c_torch.config import Config
 
     assert ActorCritic((84, 84), 6).trunk == Config.model
+
+
+def test_the_centred_trunk_sees_frames_minus_their_mean():
+    """a3c-centred: a uniform background is zero whatever its grey level, so shifting every
+    pixel of a frame by the same amount changes nothing the trunk sees; the plain a3c trunk sees it."""
+    torch.manual_seed(0)
+    frames = torch.rand(3, 84, 84)
+    centred, plain = ActorCritic((84, 84), 6, trunk="a3c-centred"), ActorCritic((84, 84), 6, trunk="a3c")
+    torch.testing.assert_close(centred.encode(frames + 0.3), centred.encode(frames), atol=1e-5, rtol=0)
+    assert not torch.allclose(plain.encode(frames + 0.3), plain.encode(frames), atol=1e-3)
+    seen = centred.image_input((frames * 255).to(torch.uint8))
+    assert seen.shape == (3, 1, 84, 84) and seen.mean(dim=(-2, -1)).abs().max() < 1e-5
