@@ -59,7 +59,7 @@ class Config:
     start_method: str = _setting("spawn", "multiprocessing start method (spawn is the safe choice with CUDA and OpenMP)", choices=("spawn", "forkserver", "fork"))
     # --- algorithm ---
     num_steps: int = _setting(20, "rollout length: steps each worker plays between two updates")
-    lr: Optional[float] = _setting(None, "learning rate (default: 1e-4 x ENVS_PER_PROCESS with --optimizer adam, 7e-4 x ENVS_PER_PROCESS with rmsprop; 4e-4 with the defaults. An update sums the rollouts of the worker's envs, so it makes 1/K of the updates per step; measured at K = 4 with adam only)")
+    lr: Optional[float] = _setting(None, "learning rate (default: 1e-4 x ENVS_PER_PROCESS with --optimizer adam, 7e-4 x ENVS_PER_PROCESS with rmsprop, so 4e-4 as shipped: an update sums the rollouts of the worker's envs, so it makes 1/K of the updates per step; measured at K = 4 with adam only)")
     lr_schedule: str = _setting("constant", "learning-rate schedule: constant, or linear from --lr at step 0 down to 0 at --max-steps (the A3C paper's annealing; it follows the global step, so a run resumed with a larger --max-steps goes on along the new line)", choices=("constant", "linear"))
     optimizer: str = _setting("adam", "shared optimizer: adam (SharedAdam) or rmsprop (the paper's shared RMSProp, alpha 0.99, eps 0.1)", choices=("adam", "rmsprop"))
     gamma: float = _setting(0.99, "discount factor")

@@ -113,5 +113,5 @@ def test_train_help_as_a_user_sees_it():
     assert result.returncode == 0 and not result.stderr
     text = " ".join(result.stdout.split())
     assert "--evaluator, --no-evaluator run the evaluator process" in text and "--no-evaluator turns it off (on by default)" in text
-    assert "--lr LR learning rate (default: 1e-4 with --optimizer adam, 7e-4 with rmsprop) --lr-schedule" in text
+    assert "--lr LR learning rate (default: 1e-4 x ENVS_PER_PROCESS with --optimizer adam, 7e-4 x ENVS_PER_PROCESS with rmsprop, so 4e-4 as shipped:" in text
     assert "None" not in text
