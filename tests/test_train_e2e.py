@@ -18,7 +18,8 @@ def test_pong_run_leaves_a_complete_run_directory_and_resume_continues(tmp_path)
     run_dir = only_run_dir(tmp_path)
     assert run_dir.name.startswith("ALE_Pong-v5__a3c__3__")
     config = json.loads((run_dir / "config.json").read_text())
-    assert config["env_id"] == "ALE/Pong-v5" and config["num_processes"] == 2 and config["lr"] == 1e-4
+    assert config["env_id"] == "ALE/Pong-v5" and config["num_processes"] == 2
+    assert config["lr"] == pytest.approx(4e-4), "the default lr, resolved (1e-4 x 4 envs per worker), is recorded with the run"
     checkpoint = load(run_dir / "checkpoints" / "latest.pt")  # weights_only=True
     first_steps = checkpoint["global_step"]
     assert 3000 <= first_steps < 3000 + 2 * 4 * 20  # each worker ends its rollout (4 envs x 20 steps)
