@@ -1,12 +1,13 @@
 """The LSTM actor-critic: encoder -> LSTMCell -> policy logits and value.
 
-Three conv trunks for images (2-D grayscale frames, uint8), chosen with --model:
+Four conv trunks for images (2-D grayscale frames, uint8), chosen with --model:
 - `a3c`: the A3C paper's network (Mnih et al. 2016, "Asynchronous Methods for Deep Reinforcement
   Learning", section 8, after the DQN of Mnih et al. 2013): conv 16 8x8 stride 4, conv 32 4x4
   stride 2, fully connected 256, ReLU. Few, large-stride filters: cheap on a CPU.
 - `a3c-elu`: the same layers with ELU. On a grey background (Pong) the inputs are far from zero,
   and a ReLU filter whose weights sum below zero never fires there and never learns again (see
-  benchmarks/dead_units.py); an ELU unit always passes a gradient.
+  benchmarks/dead_units.py); an ELU unit always passes a gradient. It learned Pong worse than
+  ReLU (results/pong-a3c-elu-k4-lr4e-4): kept for comparison.
 - `a3c-centred`: the a3c trunk (ReLU) on frames minus their own mean, so a uniform background
   is zero whatever its grey level and a filter answers to the objects on it.
 - `universe`: four 3x3 stride-2 convolutions of 32 channels, ELU (OpenAI's universe-starter-agent
