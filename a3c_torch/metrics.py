@@ -115,7 +115,12 @@ class Metrics:
         self.writer.flush()
 
     def close(self, global_step: int) -> None:
-        self.progress.close(global_step)
+        # What the run ended with: a short run can finish between two ticks, and the games its
+        # workers reported last are only counted after the shutdown drained the queue.
+        elapsed = time.monotonic() - self._last_time
+        sps = (global_step - self._last_step) / elapsed if global_step > self._last_step and elapsed > 0 else None
+        mean_return = float(np.mean(self.recent_returns)) if self.recent_returns else None
+        self.progress.close(global_step, sps, self.episodes, mean_return)
         self.writer.flush()
         self.writer.close()
 
@@ -181,8 +186,9 @@ class Progress:
         else:
             print(line, flush=True)
 
-    def close(self, step: int) -> None:
-        """The last state of the bar, left on screen once, and the cursor on the next line.
+    def close(self, step: int, sps: float | None = None, episodes: int = 0, mean_return=None) -> None:
+        """The last state of the bar, left on screen once, and the cursor on the next line; `sps`
+        is the rate since the last draw (None: keep the one shown), the games are the run's.
 
         If something else was printed after the bar (the Ctrl-C message, a warning), the bar
         above it stays as it was last drawn rather than being drawn a second time below it."""
@@ -192,7 +198,8 @@ class Progress:
             self.bar.leave = False  # only clears the (empty) line the cursor is on
         else:
             if self._last is not None:  # the time left is gone at the end
-                self.bar.set_postfix_str(self.postfix(step, *self._last), refresh=False)
+                shown_sps = self._last[0] if sps is None else sps
+                self.bar.set_postfix_str(self.postfix(step, shown_sps, episodes, mean_return), refresh=False)
             self.bar.update(min(step, self.max_steps) - self.bar.n)
         self.bar.close()
         self.bar = None
