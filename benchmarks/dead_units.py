@@ -66,11 +66,11 @@ def probe(label: str, model: ActorCritic, settings: EnvSettings, frame_count: in
 def from_checkpoint(path: str, env_id: str | None) -> tuple[ActorCritic, EnvSettings, int]:
     checkpoint = load_checkpoint(path)
     cfg = Config.from_dict(checkpoint["config"])
-    if not cfg.model.startswith("a3c") and cfg.model != "universe":
-        raise UsageError(f"{path}: not an Atari model")
     settings = EnvSettings(env_id or cfg.env_id, cfg.screen_size, cfg.repeat_action_probability, cfg.full_action_space)
     obs_shape, num_actions = probe_spaces(settings)
     model = ActorCritic(obs_shape, num_actions, cfg.hidden_size, cfg.model)
+    if not model.is_image:
+        raise UsageError(f"{path}: a model of vector observations ({cfg.env_id}) has no conv trunk to probe")
     model.load_state_dict(checkpoint["model"])
     return model, settings, int(checkpoint["global_step"])
 
