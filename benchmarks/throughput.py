@@ -41,6 +41,9 @@ mostly factored out; compare it with the emulator's steps per CPU-second.
     --warmup: the baseline of the "x classic" column.
 
 Each training run is one setup, `--model:--envs-per-process` (--setups), with 1..N workers.
+With --repeat R, each setup's 1..N runs are measured R times, interleaved (1, 2, 1, 2, ...): the
+table shows medians, and a repeat's efficiency divides its N-worker run by the 1-worker run
+just before it, so that a shared machine's slow drift cancels out; every run is listed below it.
 
 Columns of the training table
 -----------------------------
@@ -66,6 +69,7 @@ Run
     .venv/bin/python benchmarks/throughput.py --seconds 15 --max-processes 2 --json /tmp/tp.json
     .venv/bin/python benchmarks/throughput.py --env-id ALE/Breakout-v5 --no-emulator-parallel
     .venv/bin/python benchmarks/throughput.py --screen-size 42 --max-processes 2   # the smaller input
+    .venv/bin/python benchmarks/throughput.py --setups a3c:4 --max-processes 2 --repeat 5 --no-classic   # scaling, 5 times
 
 The numbers are only comparable between runs on an otherwise idle machine; look at "other load".
 """
@@ -95,8 +99,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from a3c_torch.config import MODELS, Config  # noqa: E402
+from benchmarks.proc_cpu import children, cpu_snapshot, is_spawned_worker  # noqa: E402
+from benchmarks.throughput_report import TODAY, print_report, setup_name  # noqa: E402
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 STEP_LINE = re.compile(r"^step ([\d,]+)/")
 
 
@@ -173,58 +178,6 @@ def run_in_child(function, *args):
         return pool.apply(function, args)
 
 
-# --------------------------------------------------------------------------- /proc accounting
-def _proc_cpu_s(pid: int) -> float:
-    """utime + stime of one process, in seconds (0 if it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # fields 14 and 15 of stat(5)
-
-
-def _children(pid: int) -> list[int]:
-    kids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid == pid:
-            kids.append(int(entry))
-    return kids
-
-
-def _is_spawned_worker(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"spawn_main" in f.read()
-    except OSError:
-        return False
-
-
-def _machine_busy_s() -> float:
-    """CPU seconds the whole machine spent not idle, since boot."""
-    with open("/proc/stat") as f:
-        values = [int(v) for v in f.readline().split()[1:]]
-    idle = values[3] + values[4]  # idle + iowait
-    return (sum(values[:8]) - idle) / CLOCK_TICKS  # guest time is already inside user
-
-
-def cpu_snapshot(trainer_pid: int, worker_pids: list[int]) -> dict:
-    return {
-        "workers": sum(_proc_cpu_s(p) for p in worker_pids),
-        "trainer": _proc_cpu_s(trainer_pid),
-        "self": time.process_time(),
-        "machine": _machine_busy_s(),
-        "wall": time.monotonic(),
-    }
-
-
 # --------------------------------------------------------------------------- training
 def slope(points: list[tuple[float, int]]) -> float:
     """Least-squares slope of step against time."""
@@ -267,7 +220,7 @@ def measure_training(processes: int, setup: tuple[str, int], args) -> dict:
                 raise RuntimeError(f"train.py with {processes} workers never started stepping (exit code {proc.poll()}):\n" + "\n".join(tail))
             time.sleep(0.1)
         time.sleep(args.warmup)
-        workers = [p for p in _children(proc.pid) if _is_spawned_worker(p)]
+        workers = [p for p in children(proc.pid) if is_spawned_worker(p)]
         before = cpu_snapshot(proc.pid, workers)
         time.sleep(args.seconds)
         after = cpu_snapshot(proc.pid, workers)
@@ -309,73 +262,6 @@ def measure_training(processes: int, setup: tuple[str, int], args) -> dict:
     }
 
 
-# --------------------------------------------------------------------------- report
-TODAY = ("universe", 1)  # the worker before --model and --envs-per-process: the reference for ratios
-
-
-def setup_name(model: str, envs: int) -> str:
-    default = (model, envs) == (Config.model, Config.envs_per_process)
-    return f"{model}:{envs}" + (" *" if default else "")
-
-
-def print_report(result: dict) -> None:
-    emu = result["emulator"]
-    single = emu["single"]
-    print(f"\n{result['env_id']}, {result['settings']['screen_size']}x{result['settings']['screen_size']}  ({result['machine']['cpu_count']} CPUs, {result['machine']['processor']}, python {result['machine']['python']})")
-    print(f"load average at start: {result['machine']['loadavg_start']}, at end: {result['machine']['loadavg_end']}")
-    print("\nEmulator + training preprocessing, random policy (agent steps/s; frames/s = 4x):")
-    print(f"  1 process : {single['sps']:8.0f} steps/s  ({1e6 / single['sps']:.0f} us/step), {single['steps_per_cpu_s']:.0f} steps per CPU-s, CPU share {single['cpu_s'] / single['wall_s']:.2f}")
-    if emu.get("parallel"):
-        par = emu["parallel"]
-        per = [r["sps"] for r in par]
-        cpu = sum(r["steps"] for r in par) / sum(r["cpu_s"] for r in par)
-        print(f"  {len(par)} processes: {sum(per):8.0f} steps/s in all, {sum(per) / len(per):.0f} per process (per core under load), {cpu:.0f} steps per CPU-s")
-    classic = result.get("classic")
-    if classic:
-        print(f"\nClassic worker pattern (benchmarks/classic_pattern.py: autograd while acting, batch 1, model {classic['model']}), 1 process:")
-        print(f"  {classic['sps']:8.0f} steps/s, {classic['steps_per_cpu_s']:.0f} steps per CPU-s")
-    emu_core = single["sps"]
-    print("\nTraining (train.py --no-evaluator), global steps/s over the measurement window; setup = --model:--envs-per-process, * = the default:")
-    header = f"{'setup':>13} {'N':>3} {'SPS':>7} {'SPS/proc':>9} {'train/emu':>10} {'efficiency':>11} {'x classic':>10} {'x universe:1':>13} {'worker cores':>13} {'other load':>11} {'steps/CPU-s':>12}"
-    print(header)
-    print("-" * len(header))
-    rows = {(r["model"], r["envs_per_process"], r["processes"]): r for r in result["training"]}
-    for row in result["training"]:
-        model, envs, n, sps = row["model"], row["envs_per_process"], row["processes"], row["sps"]
-        per_proc = sps / n
-        single_row = rows.get((model, envs, 1))
-        today = rows.get((*TODAY, n))
-        eff = f"{sps / (n * single_row['sps']):11.2f}" if single_row else f"{'-':>11}"
-        vs_classic = f"{per_proc / classic['sps']:10.2f}" if classic else f"{'-':>10}"
-        vs_today = f"{per_proc / (today['sps'] / n):13.2f}" if today else f"{'-':>13}"
-        print(f"{setup_name(model, envs):>13} {n:3d} {sps:7.0f} {per_proc:9.0f} {per_proc / emu_core:10.2f} {eff} {vs_classic} {vs_today} {row['worker_cores']:13.2f} {row['other_load_cores']:11.2f} {row['steps_per_worker_cpu_s']:12.0f}")
-    print("\ntrain/emu = (SPS/N) / single-process emulator steps/s; efficiency = SPS(N) / (N * SPS(1)) of the same setup;")
-    print("x classic = (SPS/N) / the classic pattern's steps/s; x universe:1 = (SPS/N) / that of universe:1 (the worker before")
-    print("--model and --envs-per-process) with the same N; worker cores = CPU the workers got (ideal N);")
-    print("other load = busy cores used by anything else; steps/CPU-s = SPS / worker cores.")
-    print_verdict(result)
-
-
-def print_verdict(result: dict) -> None:
-    """One answer to "does this machine train as fast as it should?": the default setup with the
-    largest N measured (else the last row)."""
-    if not result["training"]:
-        return
-    default = [r for r in result["training"] if (r["model"], r["envs_per_process"]) == (Config.model, Config.envs_per_process)]
-    last = (default or result["training"])[-1]
-    n, sps = last["processes"], last["sps"]
-    single = next((r for r in result["training"] if (r["model"], r["envs_per_process"], r["processes"]) == (last["model"], last["envs_per_process"], 1)), None)
-    line = f"\nWith {n} worker{'s' if n > 1 else ''} ({setup_name(last['model'], last['envs_per_process'])}): {sps:,.0f} steps/s ({4 * sps:,.0f} Atari frames/s)"
-    if single and n > 1:
-        line += f", scaling efficiency {sps / (n * single['sps']):.2f} (1.00: N workers train N times as fast as one)"
-    print(line + ".")
-    if last["worker_cores"] < 0.9 * n or last["other_load_cores"] > 0.5:
-        print(f"The workers got {last['worker_cores']:.2f} of {n} core{'s' if n > 1 else ''} and other processes used {last['other_load_cores']:.2f}: "
-              "the machine was not idle, so these numbers are lower than it can do; measure again on an idle machine.")
-    print("For comparison: this project's 2-core machine gave an efficiency of 0.98 with 2 workers for the default a3c:4 "
-          "(results/speed/throughput-pong-2core-setups.json).")
-
-
 def parse_setup(text: str) -> tuple[str, int]:
     model, _, envs = text.partition(":")
     if model not in MODELS or not envs.isdigit() or int(envs) < 1:
@@ -383,13 +269,20 @@ def parse_setup(text: str) -> tuple[str, int]:
     return model, int(envs)
 
 
+def positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--env-id", default="ALE/Pong-v5")
     parser.add_argument("--screen-size", type=int, default=Config.screen_size, help="Atari frame size, for the emulator and the trainer (train.py's default)")
     parser.add_argument("--setups", type=parse_setup, nargs="+", default=[TODAY, ("a3c", 1), ("a3c", 4), ("a3c", 8)], metavar="MODEL:ENVS", help="train.py --model and --envs-per-process pairs to measure")
-    parser.add_argument("--max-processes", type=int, default=os.cpu_count() or 1, help="measure training with 1..MAX_PROCESSES workers")
+    parser.add_argument("--max-processes", type=positive_int, default=os.cpu_count() or 1, help="measure training with 1..MAX_PROCESSES workers")
     parser.add_argument("--seconds", type=float, default=30.0, help="measurement window per training run")
+    parser.add_argument("--repeat", type=positive_int, default=1, help="measure each setup's 1..MAX_PROCESSES runs this many times, interleaved; the table shows medians")
     parser.add_argument("--warmup", type=float, default=5.0, help="seconds skipped after the step counter starts moving")
     parser.add_argument("--emulator-seconds", type=float, default=10.0)
     parser.add_argument("--emulator-warmup", type=float, default=2.0)
@@ -418,9 +311,10 @@ def main() -> int:
         result["classic"] = run_in_child(classic_run, args.env_id, args.screen_size, args.classic_model, args.seconds, args.warmup, args.seed)
         print(f"  {result['classic']['sps']:.0f} steps/s", flush=True)
     for setup in args.setups:
-        for n in range(1, args.max_processes + 1):
-            print(f"training {setup_name(*setup)} with {n} worker process{'es' if n > 1 else ''}: warm-up {args.warmup:.0f} s + {args.seconds:.0f} s ...", flush=True)
-            row = measure_training(n, setup, args)
+        for repeat, n in ((r, n) for r in range(args.repeat) for n in range(1, args.max_processes + 1)):  # 1, 2, .., 1, 2, ..
+            again = f" (repeat {repeat + 1}/{args.repeat})" if args.repeat > 1 else ""
+            print(f"training {setup_name(*setup)} with {n} worker process{'es' if n > 1 else ''}{again}: warm-up {args.warmup:.0f} s + {args.seconds:.0f} s ...", flush=True)
+            row = {**measure_training(n, setup, args), "repeat": repeat}
             result["training"].append(row)
             print(f"  {row['sps']:.0f} steps/s (endpoints {row['sps_endpoints']:.0f}, {row['points']} points), worker cores {row['worker_cores']:.2f}, other load {row['other_load_cores']:.2f}", flush=True)
     result["machine"]["loadavg_end"] = os.getloadavg()
