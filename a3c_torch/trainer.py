@@ -15,7 +15,8 @@ import gymnasium as gym
 import torch
 import torch.multiprocessing as mp
 
-from a3c_torch.checkpoint import NonFiniteWeights, all_finite, load_checkpoint, remove_stale_temp_files, resolve_checkpoint, save_checkpoint, snapshot
+from a3c_torch.checkpoint import all_finite, load_checkpoint, remove_stale_temp_files, resolve_checkpoint, snapshot
+from a3c_torch.checkpoint_files import CheckpointFiles
 from a3c_torch.config import Config, config_for_resume, validate
 from a3c_torch.envs import EnvSettings, probe_spaces
 from a3c_torch.errors import UsageError, require_writable
@@ -24,7 +25,7 @@ from a3c_torch.metrics import Metrics
 from a3c_torch.model import ActorCritic
 from a3c_torch.optim import make_optimizer, scheduled_lr
 from a3c_torch.processes import ChildStart, StepCounter, StopFlag, child_main, start_children
-from a3c_torch.run_dir import create_run_dir, run_dir_of, step_of, why_resume_elsewhere
+from a3c_torch.run_dir import create_run_dir, run_dir_of, why_resume_elsewhere
 from a3c_torch.run_lock import lock_run_dir
 from a3c_torch.worker import worker_main
 from a3c_torch.worker_state import unpack, worker_seed
@@ -49,9 +50,6 @@ class Trainer:
     def __init__(self, cfg: Config, explicit: set[str] = frozenset()):
         validate(cfg)
         checkpoint, self.run_lock, self.resumed_in_place = None, None, False
-        # The step of each checkpoint file in the run directory, as far as this trainer knows.
-        self.steps_on_disk: dict[str, int | None] = {}
-        self.failed_writes: dict[str, str] = {}  # name -> why its last write failed
         if cfg.resume:
             checkpoint_path = resolve_checkpoint(cfg.resume)
             home = run_dir_of(checkpoint_path)
@@ -82,6 +80,7 @@ class Trainer:
             self.run_dir = self._new_run_dir()
             if self.run_dir is not None:
                 self.run_lock = lock_run_dir(self.run_dir)
+        self.checkpoints = CheckpointFiles(self.run_dir)
         # Shared after loading: load_state_dict may replace tensors with private ones.
         self.model.share_memory()
         self.optimizer.share_memory()
@@ -139,9 +138,8 @@ class Trainer:
         self.previous_wall_time = float(checkpoint.get("wall_time", 0.0))
         self.saved_worker_states = dict(checkpoint.get("worker_states") or {})
 
-    # --- checkpoints ---
     def save(self, name: str, global_step: int, model_state=None, worker_states=None) -> bool:
-        """Write a checkpoint; on failure say why and which one is kept. True if written."""
+        """Write a checkpoint of the shared model and optimizer; True if written (checkpoint_files.py)."""
         payload = {
             "model": model_state if model_state is not None else {k: v.clone() for k, v in self.model.state_dict().items()},
             "optimizer": snapshot(self.optimizer.state_dict()),  # workers keep stepping it meanwhile
@@ -153,40 +151,7 @@ class Trainer:
         }
         if worker_states:  # only at the end: mid-run states would not match the weights
             payload["worker_states"] = worker_states
-        try:
-            save_checkpoint(self.run_dir / "checkpoints" / name, payload)
-        except (OSError, NonFiniteWeights) as exc:
-            # Disk full, NaN weights: the previous checkpoint is untouched; say so and go on.
-            reason = getattr(exc, "reason", None) or str(exc).removeprefix(f"{name} not written: ")
-            self.failed_writes[name] = reason
-            print(f"warning: {name} not written at step {global_step:,}: {reason}; {self._kept(name)}", file=sys.stderr, flush=True)
-            return False
-        self.steps_on_disk[name] = int(global_step)
-        if self.failed_writes.pop(name, None) is not None:
-            print(f"{name} written again, at step {global_step:,}", file=sys.stderr, flush=True)
-        return True
-
-    def _step_on_disk(self, name: str) -> int | None:
-        if name not in self.steps_on_disk:  # a file this trainer did not write (a resumed run's)
-            self.steps_on_disk[name] = step_of(self.run_dir / "checkpoints" / name) if self.run_dir is not None else None
-        return self.steps_on_disk[name]
-
-    def _kept(self, name: str) -> str:
-        step = self._step_on_disk(name)
-        return f"the previous {name} is kept, at step {step:,}" if step is not None else f"there is no earlier {name}"
-
-    def _last_good(self, step: int) -> str:
-        """The last line of a run whose final checkpoint could not be written."""
-        why = self.failed_writes.get("latest.pt", "unknown error")
-        folder = self.run_dir / "checkpoints"
-        kept, best = self._step_on_disk("latest.pt"), self._step_on_disk("best.pt")
-        if kept is not None:
-            where = f"the last good checkpoint is {folder / 'latest.pt'}, at step {kept:,} (resume with: python train.py --resume {self.run_dir})"
-        elif best is not None:
-            where = f"this run has no latest.pt; its only checkpoint is {folder / 'best.pt'}, at step {best:,}"
-        else:
-            where = "this run has no checkpoint at all: its training is lost"
-        return f"error: the final checkpoint (step {step:,}) was not written: {why}; {where}"
+        return self.checkpoints.write(name, global_step, payload)
 
     def _model_is_finite(self) -> bool:
         return all(all_finite(p) for p in self.model.parameters())
@@ -270,7 +235,7 @@ class Trainer:
             kept = f"its checkpoint is in {checkpoints}" if saved else "its final checkpoint was not written (see the last line)"
             print(f"error: {name} failed; the run stopped at step {step:,} and {kept}\n{detail}", file=sys.stderr, flush=True)
         if not saved:
-            print(self._last_good(step), file=sys.stderr, flush=True)
+            print(self.checkpoints.last_good(step), file=sys.stderr, flush=True)
         if failure or not saved:
             return EXIT_FAILED
         if self.stop_signal is not None:
