@@ -112,9 +112,17 @@ def test_a_killed_node_restarts_the_world_which_resumes_from_the_checkpoint(tmp_
 
 def test_two_nodes_learn_cartpole_like_the_single_machine_test(tmp_path):
     """2 nodes x 1 worker (and a dedicated server) reach the single-machine test's threshold
-    (tests/test_learning.py) with the same flags and step budget."""
-    result = run_world("--max-steps", "300000", "--lr", "1e-3", "--eval-interval", "3", "--eval-episodes", "10", "--target-eval-return", "195",
-                       "--runs-dir", tmp_path, "--seed", "1", timeout=480)
+    (tests/test_learning.py) with the same flags, on twice its step budget.
+
+    Two nodes learn CartPole more slowly per step than two Hogwild workers on one machine: each
+    node moves its own copy for up to --sync-interval (2 s, about 50 updates on CartPole) before
+    the deltas meet on the server. Measured on an idle 2-core machine (2026-12-04): 8 of 8
+    single-machine runs solved it by 124k steps; 2-node runs took 40k to 328k, and 3 of 13 runs
+    (one in CI) were still below 195 at 300k, so a 300k budget failed about one run in four.
+    With 600k, 10 of 10 solved it (slowest 328k); the run stops at the first solved evaluation.
+    """
+    result = run_world("--max-steps", "600000", "--lr", "1e-3", "--eval-interval", "3", "--eval-episodes", "10", "--target-eval-return", "195",
+                       "--runs-dir", tmp_path, "--seed", "1", timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     best = load(only_run_dir(tmp_path) / "checkpoints" / "best.pt")
     print(f"best evaluation mean {best['best_eval_return']:.1f} at step {best['global_step']:,}")
