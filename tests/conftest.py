@@ -1,13 +1,23 @@
-"""Test-wide settings: one intra-op thread, as in the real workers.
+"""Test-wide settings: one intra-op thread, as in the real workers, and Ctrl-C as in a terminal.
 
 With torch's default thread count, in-process tests fight the worker processes of other tests
 for the 2 cores of a CI machine and run many times slower.
+
+A suite started in the background (`nohup make test &`, `cmd &` in a script) inherits SIGINT
+ignored, and an ignored signal stays ignored across exec: every train.py and evaluate.py the
+tests start would then shrug off the Ctrl-C the tests send (two Ctrl-C tests failed so, with
+exit 0 instead of 130). A handler is reset to the default in a child, so the children get the
+terminal's SIGINT back.
 """
 
 import os
+import signal
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch  # noqa: E402
 
 torch.set_num_threads(1)
+
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
