@@ -203,6 +203,12 @@ def parse_with(parser: argparse.ArgumentParser, argv=None) -> tuple[Config, set[
     return Config(**{name: value for name, value in values.items() if name in names}), explicit, extra
 
 
+def changed_settings(before: Config, after: Config) -> list[str]:
+    """'name old -> new' for each setting that differs (the --resume path aside): what a resume changed."""
+    return [f"{field.name} {getattr(before, field.name)} -> {getattr(after, field.name)}" for field in dataclasses.fields(Config)
+            if field.name != "resume" and getattr(before, field.name) != getattr(after, field.name)]
+
+
 def config_for_resume(cfg: Config, explicit: set[str], data: dict) -> Config:
     """The saved run's config, with the flags given now applied on top (identity flags must match)."""
     saved = Config.from_dict(data["config"])

@@ -4,6 +4,7 @@ run a checkpoint file belongs to, and whether a resume may continue in it."""
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime
 from pathlib import Path
 
@@ -28,10 +29,18 @@ def create_run_dir(cfg: Config) -> Path:
             suffix += 1
             run_dir = base.with_name(f"{base.name}-{suffix}")
         (run_dir / "checkpoints").mkdir(parents=True)
-        (run_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
+        write_config(run_dir, cfg)
     except OSError as exc:
         raise UsageError(f"--runs-dir {cfg.runs_dir}: cannot create a run directory there ({exc.strerror})") from None
     return run_dir
+
+
+def write_config(run_dir: Path, cfg: Config) -> None:
+    """config.json: the run's settings as they are now (a resume that changes flags rewrites it);
+    written whole or not at all."""
+    temp = run_dir / "config.json.tmp"
+    temp.write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
+    os.replace(temp, run_dir / "config.json")
 
 
 def run_dir_of(checkpoint: Path) -> Path | None:

@@ -17,7 +17,7 @@ import torch.multiprocessing as mp
 
 from a3c_torch.checkpoint import all_finite, load_checkpoint, remove_stale_temp_files, resolve_checkpoint, snapshot
 from a3c_torch.checkpoint_files import CheckpointFiles
-from a3c_torch.config import Config, config_for_resume, validate
+from a3c_torch.config import Config, changed_settings, config_for_resume, validate
 from a3c_torch.envs import EnvSettings, probe_spaces
 from a3c_torch.errors import UsageError, require_writable
 from a3c_torch.evaluator import evaluator_main, resolve_device
@@ -25,7 +25,7 @@ from a3c_torch.metrics import Metrics
 from a3c_torch.model import ActorCritic
 from a3c_torch.optim import make_optimizer, scheduled_lr
 from a3c_torch.processes import ChildStart, StepCounter, StopFlag, child_main, start_children
-from a3c_torch.run_dir import create_run_dir, run_dir_of, why_resume_elsewhere
+from a3c_torch.run_dir import create_run_dir, run_dir_of, why_resume_elsewhere, write_config
 from a3c_torch.run_lock import lock_run_dir
 from a3c_torch.worker import worker_main
 from a3c_torch.worker_state import unpack, worker_seed
@@ -50,6 +50,7 @@ class Trainer:
     def __init__(self, cfg: Config, explicit: set[str] = frozenset()):
         validate(cfg)
         checkpoint, self.run_lock, self.resumed_in_place = None, None, False
+        self.changed_settings: list[str] = []  # by the flags given with --resume
         if cfg.resume:
             checkpoint_path = resolve_checkpoint(cfg.resume)
             home = run_dir_of(checkpoint_path)
@@ -57,6 +58,7 @@ class Trainer:
             busy = self._lock(home) if home is not None else None
             checkpoint = load_checkpoint(checkpoint_path)
             cfg = config_for_resume(cfg, explicit, checkpoint)
+            self.changed_settings = changed_settings(Config.from_dict(checkpoint["config"]), cfg)
         if cfg.lr is None:
             cfg.lr = cfg.learning_rate
         self.cfg = cfg
@@ -209,6 +211,13 @@ class Trainer:
         if cfg.resume:
             exact = sorted(rank for rank in self.saved_worker_states if rank < self.num_workers)
             print(f"resuming at step {self.start_step:,}; workers continuing from their saved state: {exact or 'none (new seeds)'}", flush=True)
+            if self.changed_settings:
+                print(f"settings changed from step {self.start_step:,} on: {', '.join(self.changed_settings)}", flush=True)
+                if self.resumed_in_place:  # a new run directory got its config.json with them
+                    try:
+                        write_config(self.run_dir, cfg)
+                    except OSError as exc:
+                        print(f"warning: {self.run_dir / 'config.json'} still shows the old settings: {exc.strerror or exc}", file=sys.stderr, flush=True)
         envs = f" x {cfg.envs_per_process} envs" if cfg.envs_per_process > 1 else ""
         trunk = f" (model {cfg.model})" if self.model.is_image else ""
         print(f"training {cfg.env_id}{trunk} with {self.num_workers} worker process{'' if self.num_workers == 1 else 'es'}{envs}" + (f" and an evaluator on {self.eval_device}" if cfg.evaluator else "") + f", up to {cfg.max_steps:,} steps", flush=True)

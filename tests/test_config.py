@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from a3c_torch.checkpoint import save_checkpoint
-from a3c_torch.config import Config, parse_args, validate
+from a3c_torch.config import Config, changed_settings, parse_args, validate
 from a3c_torch.errors import UsageError
 from a3c_torch.model import ActorCritic
 from a3c_torch.optim import make_optimizer
@@ -50,6 +50,13 @@ def test_the_defaults_are_valid_and_explicit_flags_are_tracked():
     validate(Config())
     cfg, explicit = parse_args(["--env-id", "CartPole-v1", "--seed=1"])
     assert cfg.env_id == "CartPole-v1" and explicit == {"env_id", "seed"}
+
+
+def test_changed_settings_lists_what_a_resume_changed_and_nothing_else():
+    before = Config(max_steps=20_000_000, lr=4e-4)
+    after = Config(max_steps=24_000_000, lr=4e-4, lr_schedule="linear", resume="runs/x")
+    assert changed_settings(before, after) == ["max_steps 20000000 -> 24000000", "lr_schedule constant -> linear"]
+    assert changed_settings(before, Config(max_steps=20_000_000, lr=4e-4, resume="runs/x")) == []
 
 
 @pytest.mark.parametrize("optimizer, per_env", [("adam", 1e-4), ("rmsprop", 7e-4)])

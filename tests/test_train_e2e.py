@@ -33,6 +33,10 @@ def test_pong_run_leaves_a_complete_run_directory_and_resume_continues(tmp_path)
     result = run_command("train.py", "--resume", run_dir, "--max-steps", "5000", "--lr", "5e-5", "--lr-schedule", "linear")
     assert result.returncode == 0, result.stderr
     assert only_run_dir(tmp_path) == run_dir, "resume continues in the same run directory"
+    assert "settings changed from step" in result.stdout and "lr_schedule constant -> linear" in result.stdout and "max_steps 3000 -> 5000" in result.stdout, result.stdout
+    resumed_config = json.loads((run_dir / "config.json").read_text())
+    assert (resumed_config["max_steps"], resumed_config["lr"], resumed_config["lr_schedule"]) == (5000, 5e-5, "linear"), "config.json shows the settings the run goes on with"
+    assert not (run_dir / "config.json.tmp").exists()
     resumed = load(run_dir / "checkpoints" / "latest.pt")
     assert resumed["global_step"] >= 5000
     steps = sorted(event.step for event in scalar_tags(run_dir)["losses/policy_loss"])
