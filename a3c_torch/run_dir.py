@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -41,6 +42,14 @@ def write_config(run_dir: Path, cfg: Config) -> None:
     temp = run_dir / "config.json.tmp"
     temp.write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
     os.replace(temp, run_dir / "config.json")
+
+
+def update_config(run_dir: Path, cfg: Config) -> None:
+    """Rewrite a resumed run's config.json with the settings it goes on with; a failure only warns."""
+    try:
+        write_config(run_dir, cfg)
+    except OSError as exc:
+        print(f"warning: {run_dir / 'config.json'} still shows the old settings: {exc.strerror or exc}", file=sys.stderr, flush=True)
 
 
 def run_dir_of(checkpoint: Path) -> Path | None:

@@ -25,7 +25,7 @@ from a3c_torch.metrics import Metrics
 from a3c_torch.model import ActorCritic
 from a3c_torch.optim import make_optimizer, scheduled_lr
 from a3c_torch.processes import ChildStart, StepCounter, StopFlag, child_main, start_children
-from a3c_torch.run_dir import create_run_dir, run_dir_of, why_resume_elsewhere, write_config
+from a3c_torch.run_dir import create_run_dir, run_dir_of, update_config, why_resume_elsewhere
 from a3c_torch.run_lock import lock_run_dir
 from a3c_torch.worker import worker_main
 from a3c_torch.worker_state import unpack, worker_seed
@@ -214,10 +214,7 @@ class Trainer:
             if self.changed_settings:
                 print(f"settings changed from step {self.start_step:,} on: {', '.join(self.changed_settings)}", flush=True)
                 if self.resumed_in_place:  # a new run directory got its config.json with them
-                    try:
-                        write_config(self.run_dir, cfg)
-                    except OSError as exc:
-                        print(f"warning: {self.run_dir / 'config.json'} still shows the old settings: {exc.strerror or exc}", file=sys.stderr, flush=True)
+                    update_config(self.run_dir, cfg)
         envs = f" x {cfg.envs_per_process} envs" if cfg.envs_per_process > 1 else ""
         trunk = f" (model {cfg.model})" if self.model.is_image else ""
         print(f"training {cfg.env_id}{trunk} with {self.num_workers} worker process{'' if self.num_workers == 1 else 'es'}{envs}" + (f" and an evaluator on {self.eval_device}" if cfg.evaluator else "") + f", up to {cfg.max_steps:,} steps", flush=True)
