@@ -104,6 +104,14 @@ def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
         group["lr"] = lr
 
 
+def with_lr(optimizer_state: dict, lr: float) -> dict:
+    """A saved optimizer state showing the rate in use at its step: the trainer's own param_groups
+    keep the base --lr, because each worker sets the scheduled rate in its private copy."""
+    for group in optimizer_state["param_groups"]:
+        group["lr"] = lr
+    return optimizer_state
+
+
 def hand_off_gradients(local_model: torch.nn.Module, shared_model: torch.nn.Module) -> None:
     """Give each shared parameter exactly this rollout's gradient, on every update.
 
