@@ -195,3 +195,12 @@ def probe_spaces(settings: EnvSettings) -> tuple[tuple[int, ...], int]:
         return tuple(env.observation_space.shape), int(env.action_space.n)
     finally:
         env.close()
+
+
+def probe_env(cfg: Config) -> tuple[tuple[int, ...], int]:
+    """probe_spaces for a run's settings; an env that cannot be made here is a user error."""
+    try:
+        return probe_spaces(EnvSettings.from_config(cfg))
+    except (gym.error.Error, ImportError) as exc:  # e.g. Box2D envs without box2d installed
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"--env-id {cfg.env_id}: cannot be made here: {reason}") from None

@@ -11,14 +11,13 @@ import sys
 import time
 from pathlib import Path
 
-import gymnasium as gym
 import torch
 import torch.multiprocessing as mp
 
 from a3c_torch.checkpoint import all_finite, load_checkpoint, remove_stale_temp_files, resolve_checkpoint, snapshot
 from a3c_torch.checkpoint_files import CheckpointFiles
 from a3c_torch.config import Config, changed_settings, config_for_resume, validate
-from a3c_torch.envs import EnvSettings, probe_spaces
+from a3c_torch.envs import probe_env
 from a3c_torch.errors import UsageError, require_writable
 from a3c_torch.evaluator import evaluator_main, resolve_device
 from a3c_torch.metrics import Metrics
@@ -35,15 +34,6 @@ EXIT_OK, EXIT_FAILED, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 130, 143
 HEALTH_CHECK_INTERVAL_S = 1.0
 DIVERGED = ("training", "the shared model's weights are no longer finite (NaN or inf): the run diverged; try a lower --lr. "
             "Checkpoints are only written with finite weights, so latest.pt (if any) holds the last good ones.")
-
-
-def probe_env(cfg: Config) -> tuple[tuple[int, ...], int]:
-    """Observation shape and action count; an env that cannot be made here is a user error."""
-    try:
-        return probe_spaces(EnvSettings.from_config(cfg))
-    except (gym.error.Error, ImportError) as exc:  # e.g. Box2D envs without box2d installed
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UsageError(f"--env-id {cfg.env_id}: cannot be made here: {reason}") from None
 
 
 class Trainer:
