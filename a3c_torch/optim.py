@@ -104,11 +104,11 @@ def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
         group["lr"] = lr
 
 
-def with_lr(optimizer_state: dict, lr: float) -> dict:
+def at_scheduled_lr(optimizer_state: dict, schedule: str, global_step: int, max_steps: int) -> dict:
     """A saved optimizer state showing the rate in use at its step: the trainer's own param_groups
     keep the base --lr, because each worker sets the scheduled rate in its private copy."""
     for group in optimizer_state["param_groups"]:
-        group["lr"] = lr
+        group["lr"] = scheduled_lr(group["lr"], schedule, global_step, max_steps)
     return optimizer_state
 
 

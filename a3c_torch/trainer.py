@@ -22,7 +22,7 @@ from a3c_torch.errors import UsageError, require_writable
 from a3c_torch.evaluator import evaluator_main, resolve_device
 from a3c_torch.metrics import Metrics
 from a3c_torch.model import ActorCritic
-from a3c_torch.optim import make_optimizer, scheduled_lr, with_lr
+from a3c_torch.optim import at_scheduled_lr, make_optimizer, scheduled_lr
 from a3c_torch.processes import ChildStart, StepCounter, StopFlag, child_main, start_children
 from a3c_torch.run_dir import create_run_dir, run_dir_of, update_config, why_resume_elsewhere
 from a3c_torch.run_lock import lock_run_dir
@@ -132,10 +132,9 @@ class Trainer:
 
     def save(self, name: str, global_step: int, model_state=None, worker_states=None) -> bool:
         """Write a checkpoint of the shared model and optimizer; True if written (checkpoint_files.py)."""
-        lr_now = scheduled_lr(self.cfg.learning_rate, self.cfg.lr_schedule, global_step, self.cfg.max_steps)
         payload = {
             "model": model_state if model_state is not None else {k: v.clone() for k, v in self.model.state_dict().items()},
-            "optimizer": with_lr(snapshot(self.optimizer.state_dict()), lr_now),  # workers keep stepping it meanwhile
+            "optimizer": at_scheduled_lr(snapshot(self.optimizer.state_dict()), self.cfg.lr_schedule, global_step, self.cfg.max_steps),  # workers keep stepping it meanwhile
             "global_step": int(global_step),
             "config": self.cfg.to_dict(),
             "best_eval_return": self.best_eval,

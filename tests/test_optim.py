@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from a3c_torch.optim import SharedAdam, SharedRMSprop, hand_off_gradients, scheduled_lr
+from a3c_torch.optim import SharedAdam, SharedRMSprop, at_scheduled_lr, hand_off_gradients, scheduled_lr
 
 
 def small_model(seed=0):
@@ -171,3 +171,10 @@ def test_scheduled_learning_rates():
     assert scheduled_lr(1e-3, "linear", 1040, 1000) == 0.0, "the last rollouts past --max-steps do not go negative"
     with pytest.raises(ValueError):
         scheduled_lr(1e-3, "cosine", 0, 1000)
+
+
+def test_a_saved_state_shows_the_scheduled_rate_of_the_optimizers_own_base_lr():
+    optimizer = SharedAdam(small_model().parameters(), lr=5e-5)
+    assert [g["lr"] for g in at_scheduled_lr(optimizer.state_dict(), "linear", 2500, 10_000)["param_groups"]] == [pytest.approx(3.75e-5)]
+    assert [g["lr"] for g in at_scheduled_lr(optimizer.state_dict(), "constant", 2500, 10_000)["param_groups"]] == [5e-5]
+    assert [g["lr"] for g in optimizer.param_groups] == [5e-5], "the live optimizer is left as it is"
