@@ -37,7 +37,7 @@ MODELS = ("a3c", "a3c-elu", "a3c-centred", "universe")
 # Settings that define the model and the optimizer's state layout: a resumed run must keep them.
 IDENTITY_FIELDS = ("env_id", "screen_size", "model", "hidden_size", "full_action_space", "optimizer")
 # What a run's config means when it was written before the setting existed (older checkpoints).
-LEGACY_VALUES = {"model": "universe", "envs_per_process": 1}
+LEGACY_VALUES = {"model": "universe", "envs_per_process": 1, "lr_schedule": "constant"}
 
 
 def _setting(default, help, **kwargs):
@@ -51,7 +51,7 @@ class Config:
     screen_size: int = _setting(84, "Atari frames are resized to SCREEN_SIZE x SCREEN_SIZE grayscale (84 keeps Pong's ball visible; 42 trains about 1.7x as fast but learned Pong about 3x more slowly per step in our runs)")
     repeat_action_probability: float = _setting(0.25, "sticky actions: chance the emulator repeats the previous action (0.25 is the ALE v5 protocol, 0 turns them off)")
     full_action_space: bool = _setting(False, "use all 18 Atari actions instead of the game's minimal set; --no-full-action-space keeps the minimal set")
-    model: str = _setting("a3c", "conv trunk for Atari frames: a3c (the A3C paper's: conv 16 8x8/4, conv 32 4x4/2, FC 256, ReLU; Mnih et al. 2016), a3c-elu (the same layers with ELU; learned Pong worse), a3c-centred (the a3c trunk on frames minus their mean; learned Pong far sooner than a3c) or universe (4x conv 32 3x3/2, ELU; about 3x the network time per step)", choices=MODELS)
+    model: str = _setting("a3c-centred", "conv trunk for Atari frames: a3c-centred (the a3c trunk on frames minus their mean; learned Pong far sooner than a3c), a3c (the A3C paper's: conv 16 8x8/4, conv 32 4x4/2, FC 256, ReLU; Mnih et al. 2016), a3c-elu (the same layers with ELU; learned Pong worse) or universe (4x conv 32 3x3/2, ELU; about 3x the network time per step)", choices=MODELS)
     # --- processes ---
     num_processes: int = _setting(os.cpu_count() or 1, "number of Hogwild worker processes, one per CPU core is the intended use (default: this machine's CPU count, %(default)s)")
     envs_per_process: int = _setting(4, "envs each worker plays side by side, one batched forward for all of them and one update per rollout of K x NUM_STEPS steps (1 is the A3C paper's worker; more envs amortise the network's per-call cost)")
@@ -60,7 +60,7 @@ class Config:
     # --- algorithm ---
     num_steps: int = _setting(20, "rollout length: steps each worker plays between two updates")
     lr: Optional[float] = _setting(None, "learning rate (default: 1e-4 x ENVS_PER_PROCESS with --optimizer adam, 7e-4 x ENVS_PER_PROCESS with rmsprop, so 4e-4 as shipped: an update sums the rollouts of the worker's envs, so it makes 1/K of the updates per step; measured at K = 4 with adam only)")
-    lr_schedule: str = _setting("constant", "learning-rate schedule: constant, or linear from --lr at step 0 down to 0 at --max-steps (the A3C paper's annealing; it follows the global step, so a run resumed with a larger --max-steps goes on along the new line)", choices=("constant", "linear"))
+    lr_schedule: str = _setting("linear", "learning-rate schedule: linear from --lr at step 0 down to 0 at --max-steps (the A3C paper's annealing; it follows the global step, so a run resumed with a larger --max-steps goes on along the new line), or constant", choices=("linear", "constant"))
     optimizer: str = _setting("adam", "shared optimizer: adam (SharedAdam) or rmsprop (the paper's shared RMSProp, alpha 0.99, eps 0.1)", choices=("adam", "rmsprop"))
     gamma: float = _setting(0.99, "discount factor")
     gae_lambda: float = _setting(1.0, "GAE lambda (1.0 gives the paper's n-step returns)")

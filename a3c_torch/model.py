@@ -67,7 +67,7 @@ def mlp_encoder(input_size: int, width: int = 128) -> tuple[nn.Module, int]:
 
 
 class ActorCritic(nn.Module):
-    def __init__(self, obs_shape: tuple[int, ...], num_actions: int, hidden_size: int = 256, trunk: str = "a3c"):
+    def __init__(self, obs_shape: tuple[int, ...], num_actions: int, hidden_size: int = 256, trunk: str = "a3c-centred"):
         super().__init__()
         self.obs_shape = tuple(obs_shape)
         self.is_image = len(self.obs_shape) == 2

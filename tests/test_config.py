@@ -52,11 +52,20 @@ def test_the_defaults_are_valid_and_explicit_flags_are_tracked():
     assert cfg.env_id == "CartPole-v1" and explicit == {"env_id", "seed"}
 
 
+def test_a_config_from_before_a_default_changed_keeps_what_it_meant_then():
+    """Runs written before --model and --lr-schedule existed trained the universe trunk at a
+    constant lr; the defaults are a3c-centred and linear now, and a resume must not switch them."""
+    old = {k: v for k, v in Config(env_id="ALE/Pong-v5").to_dict().items() if k not in ("model", "lr_schedule", "envs_per_process")}
+    cfg = Config.from_dict(old)
+    assert (cfg.model, cfg.lr_schedule, cfg.envs_per_process) == ("universe", "constant", 1)
+    assert (Config().model, Config().lr_schedule) == ("a3c-centred", "linear")
+
+
 def test_changed_settings_lists_what_a_resume_changed_and_nothing_else():
-    before = Config(max_steps=20_000_000, lr=4e-4)
+    before = Config(max_steps=20_000_000, lr=4e-4, lr_schedule="constant")
     after = Config(max_steps=24_000_000, lr=4e-4, lr_schedule="linear", resume="runs/x")
     assert changed_settings(before, after) == ["max_steps 20000000 -> 24000000", "lr_schedule constant -> linear"]
-    assert changed_settings(before, Config(max_steps=20_000_000, lr=4e-4, resume="runs/x")) == []
+    assert changed_settings(before, Config(max_steps=20_000_000, lr=4e-4, lr_schedule="constant", resume="runs/x")) == []
 
 
 @pytest.mark.parametrize("optimizer, per_env", [("adam", 1e-4), ("rmsprop", 7e-4)])

@@ -121,7 +121,7 @@ def test_two_nodes_learn_cartpole_like_the_single_machine_test(tmp_path):
     (one in CI) were still below 195 at 300k, so a 300k budget failed about one run in four.
     With 600k, 10 of 10 solved it (slowest 328k); the run stops at the first solved evaluation.
     """
-    result = run_world("--max-steps", "600000", "--lr", "1e-3", "--eval-interval", "3", "--eval-episodes", "10", "--target-eval-return", "195",
+    result = run_world("--max-steps", "600000", "--lr", "1e-3", "--lr-schedule", "constant", "--eval-interval", "3", "--eval-episodes", "10", "--target-eval-return", "195",
                        "--runs-dir", tmp_path, "--seed", "1", timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     best = load(only_run_dir(tmp_path) / "checkpoints" / "best.pt")
