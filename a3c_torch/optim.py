@@ -97,6 +97,14 @@ def scheduled_lr(base_lr: float, schedule: str, global_step: int, max_steps: int
     raise ValueError(f"unknown learning-rate schedule {schedule!r}")
 
 
+def rate_change_on_resume(saved, resumed, global_step: int) -> list[str]:
+    """'learning rate at step N: old -> new' when the flags given with --resume move the rate in
+    use (under --lr-schedule linear a larger --max-steps raises it again); empty if it stays.
+    saved and resumed are the two Configs."""
+    old, new = (scheduled_lr(c.learning_rate, c.lr_schedule, global_step, c.max_steps) for c in (saved, resumed))
+    return [] if old == new else [f"learning rate at step {global_step:,}: {old:.3g} -> {new:.3g}"]
+
+
 def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
     # Each worker holds its own copy of param_groups (only the state tensors are shared), so
     # every worker sets the rate it steps with.

@@ -22,7 +22,7 @@ from a3c_torch.errors import UsageError, require_writable
 from a3c_torch.evaluator import evaluator_main, resolve_device
 from a3c_torch.metrics import Metrics
 from a3c_torch.model import ActorCritic
-from a3c_torch.optim import at_scheduled_lr, make_optimizer, scheduled_lr
+from a3c_torch.optim import at_scheduled_lr, make_optimizer, rate_change_on_resume, scheduled_lr
 from a3c_torch.processes import ChildStart, StepCounter, StopFlag, child_main, start_children
 from a3c_torch.run_dir import create_run_dir, run_dir_of, update_config, why_resume_elsewhere
 from a3c_torch.run_lock import lock_run_dir
@@ -47,8 +47,8 @@ class Trainer:
             # Locked before anything is read: the run's latest.pt must not change under us.
             busy = self._lock(home) if home is not None else None
             checkpoint = load_checkpoint(checkpoint_path)
-            cfg = config_for_resume(cfg, explicit, checkpoint)
-            self.changed_settings = changed_settings(Config.from_dict(checkpoint["config"]), cfg)
+            cfg, saved = config_for_resume(cfg, explicit, checkpoint), Config.from_dict(checkpoint["config"])
+            self.changed_settings = changed_settings(saved, cfg) + rate_change_on_resume(saved, cfg, checkpoint["global_step"])
         if cfg.lr is None:
             cfg.lr = cfg.learning_rate
         self.cfg = cfg

@@ -38,6 +38,7 @@ def test_pong_run_leaves_a_complete_run_directory_and_resume_continues(tmp_path)
     assert result.returncode == 0, result.stderr
     assert only_run_dir(tmp_path) == run_dir, "resume continues in the same run directory"
     assert "settings changed from step" in result.stdout and "lr_schedule linear -> constant" in result.stdout and "max_steps 3000 -> 5000" in result.stdout, result.stdout
+    assert f"learning rate at step {first_steps:,}: 0 -> 5e-05" in result.stdout, result.stdout
     resumed_config = json.loads((run_dir / "config.json").read_text())
     assert (resumed_config["max_steps"], resumed_config["lr"], resumed_config["lr_schedule"]) == (5000, 5e-5, "constant"), "config.json shows the settings the run goes on with"
     assert not (run_dir / "config.json.tmp").exists()
