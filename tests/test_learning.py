@@ -24,10 +24,11 @@ def test_cartpole_reaches_the_solved_threshold(tmp_path):
 
     lr 1e-3 instead of the Atari default 1e-4: CartPole's rewards and horizon differ; held
     constant, as in the runs that measured this budget (the default linear schedule would tie the
-    rate to a budget this test ends early); everything else is the project's default algorithm. With one env per worker the runs we measured needed
-    about half of 150k steps; with the default 4 envs (a quarter of the updates per step) a
-    distributed run reached only 160 within 150k, so the budget is 300k. --target-eval-return ends
-    the run at the first evaluation that gets there, so a fast run stays fast.
+    rate to a budget this test ends early); everything else is the project's default algorithm.
+    With one env per worker the runs we measured needed about half of 150k steps; with the
+    default 4 envs (a quarter of the updates per step) a distributed run reached only 160 within
+    150k, so the budget is 300k. --target-eval-return ends the run at the first evaluation that
+    gets there, so a fast run stays fast.
     """
     result = run_command(
         "train.py", "--env-id", "CartPole-v1", "--num-processes", "2", "--max-steps", "300000", "--lr", "1e-3", "--lr-schedule", "constant",
