@@ -55,7 +55,7 @@ class Config:
     # --- processes ---
     num_processes: int = _setting(os.cpu_count() or 1, "number of Hogwild worker processes, one per CPU core is the intended use (default: this machine's CPU count, %(default)s)")
     envs_per_process: int = _setting(4, "envs each worker plays side by side, one batched forward for all of them and one update per rollout of K x NUM_STEPS steps (1 is the A3C paper's worker; more envs amortise the network's per-call cost)")
-    max_steps: int = _setting(10_000_000, "stop after this many agent steps, summed over all workers (Atari frames = steps x 4); workers finish the rollout they are in, so a run ends slightly past it (by less than one rollout per worker)")
+    max_steps: int = _setting(20_000_000, "stop after this many agent steps, summed over all workers (Atari frames = steps x 4); workers finish the rollout they are in, so a run ends slightly past it (by less than one rollout per worker)")
     start_method: str = _setting("spawn", "multiprocessing start method (spawn is the safe choice with CUDA and OpenMP)", choices=("spawn", "forkserver", "fork"))
     # --- algorithm ---
     num_steps: int = _setting(20, "rollout length: steps each worker plays between two updates")
