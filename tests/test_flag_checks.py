@@ -47,8 +47,8 @@ def test_an_abbreviated_flag_is_refused_not_ignored(capsys):
 
 
 @pytest.mark.parametrize("argv, name", [
-    (["--max-steps", "20000000"], "max_steps"),  # the default value, still given
-    (["--max-steps=20000000"], "max_steps"),
+    (["--max-steps", str(Config().max_steps)], "max_steps"),  # the default value, still given
+    ([f"--max-steps={Config().max_steps}"], "max_steps"),
     (["--evaluator"], "evaluator"),
     (["--no-evaluator"], "evaluator"),
     (["--no-full-action-space"], "full_action_space"),
@@ -79,7 +79,8 @@ def resume(run_dir, *argv):
 
 
 def test_resume_with_the_default_max_steps_goes_on_to_it(no_evaluator_run):
-    assert resume(no_evaluator_run, "--max-steps", "20000000").max_steps == 20_000_000
+    default = Config().max_steps
+    assert resume(no_evaluator_run, "--max-steps", str(default)).max_steps == default
     assert resume(no_evaluator_run).max_steps == 5000
 
 
