@@ -1,7 +1,7 @@
 """What every child process (worker or evaluator) does first, and how it reports a crash.
 
-Children leave shutdown to the main process: they ignore SIGINT and SIGTERM (a Ctrl-C in the
-terminal, `timeout`, or a job scheduler signal the whole process group) and watch the stop flag
+Children leave shutdown to the main process: they ignore SIGINT, SIGTERM and SIGHUP (a Ctrl-C in
+the terminal, `timeout` or a job scheduler, a closed terminal signal the whole process group) and watch the stop flag
 instead, so the trainer can stop them in order and write its final checkpoint. If the trainer is
 killed outright, a parent-death signal (Linux, SIGKILL) and a parent-pid check in their loops end
 them, so no orphan keeps burning CPU.
@@ -9,7 +9,7 @@ them, so no orphan keeps burning CPU.
 Both must hold from a child's first moment, not from its entry point: a spawned child spends
 seconds unpickling its arguments, which imports torch, gymnasium and the worker module, before
 its target runs. So:
-- the trainer starts its children with SIGINT and SIGTERM blocked (`start_children`): the mask
+- the trainer starts its children with those signals blocked (`start_children`): the mask
   survives fork and exec, so a Ctrl-C during a child's interpreter start-up waits, and is then
   dropped when the child ignores it;
 - every child's target is `child_main`, from this module (which imports nothing heavy), and its
@@ -27,6 +27,7 @@ benchmarks/soak.py can tell the processes apart.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -38,8 +39,9 @@ from a3c_torch.errors import UsageError
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_NAME = 15
-# What a terminal, `timeout` or a scheduler sends the whole process group; the trainer handles them.
-CHILD_IGNORES = (signal.SIGINT, signal.SIGTERM)
+# What a terminal (Ctrl-C; SIGHUP when it is closed), `timeout` or a scheduler sends the whole
+# process group; the trainer handles them.
+CHILD_IGNORES = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _trainer_pid = None  # set in a child by arm_child
 
 
@@ -104,20 +106,39 @@ def child_main(start: ChildStart, body, *args) -> None:
     body(*args)
 
 
+@contextlib.contextmanager
+def group_signals_blocked():
+    """CHILD_IGNORES blocked while processes are started: they inherit the mask."""
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, CHILD_IGNORES) if hasattr(signal, "pthread_sigmask") else None
+    try:
+        yield
+    finally:
+        if blocked is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)  # a signal that came meanwhile is handled now
+
+
+def start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker (it unlinks the semaphores of the queues and shared
+    counters) before anything needs it, with the group's signals blocked. It ignores SIGINT and
+    SIGTERM itself but not SIGHUP: a closed terminal would kill it, and the next semaphore freed
+    prints a relaunch warning and KeyError tracebacks. It only unblocks the two it ignores, so
+    SIGHUP stays blocked in it; it exits when the trainer does (its pipe closes)."""
+    from multiprocessing import resource_tracker
+
+    with group_signals_blocked():
+        resource_tracker.ensure_running()
+
+
 def start_children(processes: dict) -> None:
     """Start the trainer's children (name -> Process), with the signals they ignore blocked until
     each has armed itself; a process the OS refuses (a pid limit) is a one-line UsageError."""
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, CHILD_IGNORES) if hasattr(signal, "pthread_sigmask") else None
-    try:
+    with group_signals_blocked():
         for name, process in processes.items():
             try:
                 process.start()
             except OSError as exc:  # BlockingIOError (EAGAIN) under a pid limit, ENOMEM, ...
                 workers = sum(key.startswith("worker") for key in processes)
                 raise UsageError(f"--num-processes {workers}: the system refused to start {name} ({exc.strerror or exc}); use fewer processes") from None
-    finally:
-        if blocked is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)  # a signal that came meanwhile is handled now
 
 
 def setup_child(parent_pid: int) -> None:

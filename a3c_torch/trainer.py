@@ -23,14 +23,17 @@ from a3c_torch.evaluator import evaluator_main, resolve_device
 from a3c_torch.metrics import Metrics
 from a3c_torch.model import ActorCritic
 from a3c_torch.optim import at_scheduled_lr, make_optimizer, rate_change_on_resume, scheduled_lr
-from a3c_torch.processes import ChildStart, StepCounter, StopFlag, child_main, start_children
+from a3c_torch.processes import ChildStart, StepCounter, StopFlag, child_main, start_children, start_resource_tracker
 from a3c_torch.run_dir import create_run_dir, run_dir_of, update_config, why_resume_elsewhere
 from a3c_torch.run_lock import lock_run_dir
 from a3c_torch.worker import worker_main
 from a3c_torch.worker_state import unpack, worker_seed
 
 JOIN_TIMEOUT_S = 5.0
-EXIT_OK, EXIT_FAILED, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 130, 143
+EXIT_OK, EXIT_FAILED, EXIT_SIGINT, EXIT_SIGTERM, EXIT_SIGHUP = 0, 1, 130, 143, 129
+# Each stops the run the same way (final checkpoint with the workers' states, the resume hint):
+# Ctrl-C, `kill`/`timeout`/a scheduler, and a closed terminal or a dropped SSH session.
+STOP_SIGNALS = {signal.SIGINT: EXIT_SIGINT, signal.SIGTERM: EXIT_SIGTERM, signal.SIGHUP: EXIT_SIGHUP}
 HEALTH_CHECK_INTERVAL_S = 1.0
 DIVERGED = ("training", "the shared model's weights are no longer finite (NaN or inf): the run diverged; try a lower --lr. "
             "Checkpoints are only written with finite weights, so latest.pt (if any) holds the last good ones.")
@@ -156,6 +159,8 @@ class Trainer:
                 if process.pid is not None and process.exitcode is None:
                     os.kill(process.pid, signal.SIGKILL)  # they would die with us anyway (parent-death signal)
             os._exit(EXIT_SIGINT)
+        if self.stop_signal is not None:
+            return  # already stopping; the first signal gives the exit code
         self.stop_signal = signum
         print(f"\n{signal.Signals(signum).name}: stopping workers and writing a final checkpoint (Ctrl-C again to exit at once)", file=sys.stderr, flush=True)
 
@@ -163,7 +168,9 @@ class Trainer:
     def run(self) -> int:
         self.processes = {}
         # Installed for the whole run (final checkpoint included), so a second Ctrl-C always works.
-        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        # Under `nohup` SIGHUP is ignored on purpose, so that the run outlives its terminal: it stays so.
+        handled = [s for s in STOP_SIGNALS if not (s == signal.SIGHUP and signal.getsignal(s) is signal.SIG_IGN)]
+        previous = {s: signal.signal(s, self._on_signal) for s in handled}
         try:
             return self._run()
         finally:
@@ -175,6 +182,7 @@ class Trainer:
     def _create_processes(self) -> None:
         cfg = self.cfg
         ctx = mp.get_context(cfg.start_method)
+        start_resource_tracker()  # before the counter and queue below register their semaphores with it
         self.global_steps = StepCounter(ctx, self.start_step)
         self.stop_event = StopFlag(ctx)
         self.stats = ctx.Queue()
@@ -236,7 +244,7 @@ class Trainer:
             return EXIT_FAILED
         if self.stop_signal is not None:
             print(f"stopped at step {step:,}; resume with: python train.py --resume {self.run_dir}", flush=True)
-            return EXIT_SIGINT if self.stop_signal == signal.SIGINT else EXIT_SIGTERM
+            return STOP_SIGNALS[self.stop_signal]
         print(f"done: {step:,} steps; checkpoints in {checkpoints}", flush=True)
         return EXIT_OK
 

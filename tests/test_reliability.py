@@ -33,13 +33,13 @@ STARTUP_S = 120  # spawning and importing torch can take a while on a loaded mac
 class Training:
     """train.py in its own session, its output collected as it comes, its processes tagged."""
 
-    def __init__(self, runs_dir: Path, *args, fault: str | None = None):
+    def __init__(self, runs_dir: Path, *args, fault: str | None = None, prefix: tuple = ()):
         self.tag = uuid.uuid4().hex
         env = {**os.environ, TAG_VAR: self.tag}
         env.pop(FAULT_ENV_VAR, None)
         if fault:
             env[FAULT_ENV_VAR] = fault
-        command = [sys.executable, str(REPO / "train.py"), "--runs-dir", str(runs_dir), *map(str, args)]
+        command = [*prefix, sys.executable, str(REPO / "train.py"), "--runs-dir", str(runs_dir), *map(str, args)]
         self.process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         self.pid = self.process.pid
         self.out, self.err = [], []
@@ -250,6 +250,43 @@ def test_a_second_ctrl_c_exits_at_once(tmp_path):
     assert code == 130
     assert "second Ctrl-C: exiting now" in run.stderr and "stopped at step" not in run.stdout
 
+
+
+@pytest.mark.slow
+def test_sighup_to_the_process_group_stops_like_sigterm_with_the_workers_states(tmp_path):
+    """A closed terminal or a dropped SSH session: the kernel sends SIGHUP to the whole foreground
+    process group. The trainer alone handles it (children ignore it): final checkpoint with the
+    workers' states, the resume hint, exit 129."""
+    run = Training(tmp_path, *CARTPOLE, "--num-processes", 2, "--max-steps", 10**8, "--eval-interval", 1, "--eval-episodes", 1, "--eval-device", "cpu", "--checkpoint-interval", 1)
+    try:
+        assert wait_for(lambda: checkpointed_step(tmp_path) > 0 and len(children_of(run.pid)) == 3, STARTUP_S), run.stderr
+        os.killpg(run.pid, signal.SIGHUP)
+        code = run.wait(timeout=60)
+        assert no_orphans(run, 10)
+    finally:
+        run.kill_everything()
+    run_dir = only_run_dir(tmp_path)
+    assert code == 129, run.stderr
+    assert "SIGHUP: stopping workers and writing a final checkpoint" in run.stderr
+    assert f"resume with: python train.py --resume {run_dir}" in run.stdout
+    assert "Traceback" not in run.stderr and "died" not in run.stderr and "resource_tracker" not in run.stderr, run.stderr
+    assert set(latest(tmp_path)["worker_states"]) == {0, 1}, "exact resume: the periodic checkpoints have no worker states"
+
+
+@pytest.mark.slow
+def test_under_nohup_a_sighup_leaves_the_run_training(tmp_path):
+    """`nohup python train.py ... &` asks for a run that outlives its terminal: SIGHUP stays ignored."""
+    run = Training(tmp_path, *CARTPOLE, "--num-processes", 1, "--max-steps", 10**8, "--no-evaluator", "--checkpoint-interval", 1, prefix=("nohup",))
+    try:
+        assert wait_for(lambda: checkpointed_step(tmp_path) > 0 and len(children_of(run.pid)) == 1, STARTUP_S), run.stderr
+        os.killpg(run.pid, signal.SIGHUP)
+        step = checkpointed_step(tmp_path)
+        assert wait_for(lambda: checkpointed_step(tmp_path) > step, 60), "still training"
+        assert run.process.poll() is None and not run.said("SIGHUP")
+        os.killpg(run.pid, signal.SIGINT)
+        assert run.wait(timeout=60) == 130, run.stderr
+    finally:
+        run.kill_everything()
 
 # --- 5. non-finite losses and weights ---------------------------------------------------------------
 @pytest.mark.slow

@@ -21,7 +21,7 @@ from a3c_torch.distributed.sync import NodeSync
 from a3c_torch.distributed.transport import RpcTransport
 from a3c_torch.distributed.world import DistributedSettings, World
 from a3c_torch.run_dir import create_run_dir
-from a3c_torch.trainer import EXIT_FAILED, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, Trainer
+from a3c_torch.trainer import EXIT_FAILED, EXIT_OK, STOP_SIGNALS, Trainer
 
 WORKER_RANKS_PER_NODE = 1000  # seeds: worker i of node r plays with SEED + 1000 r + i
 OPTIMIZER_PUSH_INTERVAL_S = 60.0  # a node's optimizer state reaches rank 0's checkpoints this often
@@ -197,6 +197,6 @@ class DistributedNode(Trainer):
             return EXIT_FAILED
         if self.stop_signal is not None:
             print(f"node {self.world.rank}: stopped at step {step:,}", flush=True)
-            return EXIT_SIGINT if self.stop_signal == signal.SIGINT else EXIT_SIGTERM
+            return STOP_SIGNALS[self.stop_signal]
         print(f"node {self.world.rank}: done at step {step:,} ({self.world_stop or 'training ended'})", flush=True)
         return EXIT_OK
