@@ -20,7 +20,10 @@ from tqdm import tqdm
 from a3c_torch import console
 from a3c_torch.events import open_event_writer
 
-LOSS_TAGS = ("losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/grad_norm")
+# The worker's "losses" message carries these in this order (averaged over its last updates).
+# losses/staleness: other workers' updates that landed between a worker's copy of the shared
+# weights and its own update to them (about N - 1 with N Hogwild workers).
+LOSS_TAGS = ("losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/grad_norm", "losses/staleness")
 BEST_EVAL_TAG = "eval/best_episodic_return"  # written whenever an evaluation beats the best so far
 HPARAMS_METRICS = ("eval/episodic_return", BEST_EVAL_TAG)
 # Settings that say where and how a run is kept, not how it learns: not HParams columns.
@@ -59,7 +62,7 @@ class Metrics:
             self.writer.add_scalar("charts/episodic_return", episode_return, step)
             self.writer.add_scalar("charts/episodic_length", length, step)
         elif kind == "losses":
-            values, skipped = message[2:6], message[6]
+            values, skipped = message[2:-1], message[-1]
             for tag, value in zip(LOSS_TAGS, values):
                 self.writer.add_scalar(tag, value, step)
             self.skipped_updates += skipped

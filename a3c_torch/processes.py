@@ -211,7 +211,9 @@ class StopFlag:
 
 
 class StepCounter:
-    """The global agent-step count (int64 in shared memory).
+    """The global agent-step count, and the count of updates applied to the shared model (int64s
+    in shared memory). The update count measures staleness: a worker that copied the weights when
+    it stood at n, and whose own update makes it m, stepped on weights m - 1 - n updates old.
 
     Increments take the lock (unlocked `+=` from several processes loses updates); reads do
     not, so the trainer can never block on a lock that a killed worker died holding.
@@ -219,6 +221,7 @@ class StepCounter:
 
     def __init__(self, ctx, start: int = 0):
         self._value = ctx.Value(ctypes.c_int64, start)
+        self._updates = ctx.Value(ctypes.c_int64, 0)
 
     def add(self, steps: int) -> int:
         with self._value.get_lock():
@@ -228,3 +231,13 @@ class StepCounter:
     @property
     def value(self) -> int:
         return self._value.get_obj().value
+
+    def add_update(self) -> int:
+        """Count one update of the shared model; returns the count including it."""
+        with self._updates.get_lock():
+            self._updates.value += 1
+            return self._updates.value
+
+    @property
+    def updates(self) -> int:
+        return self._updates.get_obj().value

@@ -180,8 +180,9 @@ def _work(rank, cfg, shared_model, optimizer, global_steps, stop_event, stats_qu
     if saved_state is not None:
         restore_worker(saved_state, collector)
     faults = FaultPlan.for_worker(rank)  # A3C_TORCH_FAULT, for the reliability tests only
-    sums, updates, skipped, consecutive_skips = np.zeros(4), 0, 0, 0
+    sums, updates, skipped, consecutive_skips = np.zeros(5), 0, 0, 0
     while not stop_event.is_set() and global_steps.value < cfg.max_steps and parent_alive(parent_pid):
+        updates_at_copy = global_steps.updates
         copy_weights(shared_model, local_model)
         rollout = collector.collect(local_model, cfg.num_steps)
         terms = rollout_loss(local_model, rollout, cfg.gamma, cfg.gae_lambda, cfg.value_loss_coef, cfg.entropy_coef)
@@ -190,7 +191,10 @@ def _work(rank, cfg, shared_model, optimizer, global_steps, stop_event, stats_qu
         applied, grad_norm = apply_update(local_model, shared_model, optimizer, faults.on_update(terms.total, shared_model), cfg.max_grad_norm)
         if applied:
             consecutive_skips = 0
+            # Staleness: the other workers' updates that landed between this copy and this update.
+            staleness = global_steps.add_update() - 1 - updates_at_copy
         else:
+            staleness = 0.0
             skipped += 1
             consecutive_skips += 1
             if consecutive_skips >= MAX_CONSECUTIVE_SKIPS:
@@ -199,11 +203,11 @@ def _work(rank, cfg, shared_model, optimizer, global_steps, stop_event, stats_qu
         for episode_return, length in rollout.episodes:
             stats_queue.put(("episode", step, episode_return, length))
         steps = float(rollout.num_steps)  # losses are reported per agent step
-        sums += (terms.policy_loss.item() / steps, terms.value_loss.item() / steps, terms.entropy.item() / steps, grad_norm)
+        sums += (terms.policy_loss.item() / steps, terms.value_loss.item() / steps, terms.entropy.item() / steps, grad_norm, staleness)
         updates += 1
         if updates == UPDATES_PER_REPORT:
             stats_queue.put(("losses", step, *(sums / updates), skipped))
-            sums, updates, skipped = np.zeros(4), 0, 0
+            sums, updates, skipped = np.zeros(len(sums)), 0, 0
     if parent_alive(parent_pid):  # stopped at a rollout boundary: the trainer checkpoints this
         stats_queue.put(("worker_state", rank, pack(capture_worker(collector))))
     for env in envs:

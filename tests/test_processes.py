@@ -23,6 +23,23 @@ def test_step_counter_loses_no_increments_across_processes():
     assert counter.value == 5 + 2 * 20000
 
 
+def _count_updates(counter, times):
+    for _ in range(times):
+        counter.add_update()
+
+
+def test_update_counter_loses_no_increments_and_starts_at_zero():
+    ctx = mp.get_context("spawn")
+    counter = StepCounter(ctx, start=5)
+    assert counter.updates == 0
+    processes = [ctx.Process(target=_count_updates, args=(counter, 5000)) for _ in range(2)]
+    for p in processes:
+        p.start()
+    for p in processes:
+        p.join(timeout=120)
+    assert counter.updates == 2 * 5000 and counter.value == 5  # the step count is apart
+
+
 def _wait_then_report(flag, done):
     done.value = 1 if flag.wait(timeout=30) else 2
 

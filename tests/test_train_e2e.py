@@ -27,8 +27,10 @@ def test_pong_run_leaves_a_complete_run_directory_and_resume_continues(tmp_path)
     assert checkpoint["config"]["env_id"] == "ALE/Pong-v5"
     assert all(s["step"] > 0 for s in checkpoint["optimizer"]["state"].values())
     tags = scalar_tags(run_dir)
-    for tag in ("charts/SPS", "charts/learning_rate", "losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/grad_norm"):
+    for tag in ("charts/SPS", "charts/learning_rate", "losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/grad_norm", "losses/staleness"):
         assert tag in tags, f"missing {tag}: {sorted(tags)}"
+    # Two workers in step with each other: about one update of the other lands inside each rollout.
+    assert all(0 <= event.value < 10 for event in tags["losses/staleness"]), [event.value for event in tags["losses/staleness"]]
 
     # The default linear schedule has annealed the lr to 0 at --max-steps; the checkpoint shows the rate in use.
     assert checkpoint["optimizer"]["param_groups"][0]["lr"] == pytest.approx(4e-4 * max(0.0, 1 - first_steps / 3000))
