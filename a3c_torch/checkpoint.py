@@ -11,6 +11,7 @@ import io
 import os
 import pickle
 import re
+import stat
 import warnings
 from pathlib import Path
 
@@ -126,6 +127,24 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def special_file_kind(path: Path) -> str | None:
+    """What an existing path is when it is neither a regular file nor a directory ("a FIFO",
+    "a character device", ...), else None. Opening a FIFO blocks until someone writes to it, and
+    a device may never end: such a path is refused before it is opened."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    kinds = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    return next((kind for test, kind in kinds if test(mode)), None)
+
+
+def _refuse_special_file(path: Path) -> None:
+    kind = special_file_kind(path)
+    if kind is not None:
+        raise UsageError(f"{path}: is {kind}, not a checkpoint file")
+
+
 def load_checkpoint(path: str | os.PathLike) -> dict:
     """Load and check one of our checkpoints; anything else is a UsageError naming the path."""
     path = Path(path)
@@ -133,6 +152,7 @@ def load_checkpoint(path: str | os.PathLike) -> dict:
         raise UsageError(f"{path}: no such checkpoint file")
     if path.is_dir():
         raise UsageError(f"{path}: is a directory, expected a checkpoint file")
+    _refuse_special_file(path)
     try:
         with warnings.catch_warnings():  # torch warns about odd pickle protocols: the error says enough
             warnings.simplefilter("ignore")
@@ -172,6 +192,7 @@ def resolve_checkpoint(path: str | os.PathLike, prefer_best: bool = False) -> Pa
         return checkpoint_in(path, prefer_best)
     if not path.exists():
         raise UsageError(f"{path}: no such run directory or checkpoint file")
+    _refuse_special_file(path)
     return path
 
 
