@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from a3c_torch.checkpoint import NonFiniteWeights, save_checkpoint
-from a3c_torch.run_dir import step_of
+from a3c_torch.run_dir import resume_command, step_of
 
 
 class CheckpointFiles:
@@ -51,7 +51,7 @@ class CheckpointFiles:
         folder = self.run_dir / "checkpoints"
         kept, best = self.step_on_disk("latest.pt"), self.step_on_disk("best.pt")
         if kept is not None:
-            where = f"the last good checkpoint is {folder / 'latest.pt'}, at step {kept:,} (resume with: python train.py --resume {self.run_dir})"
+            where = f"the last good checkpoint is {folder / 'latest.pt'}, at step {kept:,} (resume with: {resume_command(self.run_dir)})"
         elif best is not None:
             where = f"this run has no latest.pt; its only checkpoint is {folder / 'best.pt'}, at step {best:,}"
         else:

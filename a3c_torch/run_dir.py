@@ -5,22 +5,19 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
-from datetime import datetime
 from pathlib import Path
 
 from a3c_torch.checkpoint import load_checkpoint
 from a3c_torch.config import Config
 from a3c_torch.errors import UsageError
-
-
-def run_dir_name(cfg: Config) -> str:
-    env = cfg.env_id.replace("/", "_")
-    return f"{env}__{cfg.exp_name}__{cfg.seed}__{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+from a3c_torch.run_name import check_exp_name, run_dir_name
 
 
 def create_run_dir(cfg: Config) -> Path:
     """A new run directory with its config.json; any failure (unwritable, disk full) is a UsageError."""
+    check_exp_name(cfg)  # train.py checked it already; a resume to a new directory or a distributed node had not
     runs = Path(cfg.runs_dir)
     try:
         runs.mkdir(parents=True, exist_ok=True)
@@ -34,6 +31,11 @@ def create_run_dir(cfg: Config) -> Path:
     except OSError as exc:
         raise UsageError(f"--runs-dir {cfg.runs_dir}: cannot create a run directory there ({exc.strerror})") from None
     return run_dir
+
+
+def resume_command(run_dir: Path) -> str:
+    """The command that continues a run, ready to paste: the path shell-quoted (spaces, quotes)."""
+    return f"python train.py --resume {shlex.quote(str(run_dir))}"
 
 
 def write_config(run_dir: Path, cfg: Config) -> None:

@@ -24,7 +24,7 @@ from a3c_torch.metrics import Metrics
 from a3c_torch.model import ActorCritic
 from a3c_torch.optim import at_scheduled_lr, make_optimizer, rate_change_on_resume, scheduled_lr
 from a3c_torch.processes import ChildStart, StepCounter, StopFlag, child_main, start_children, start_resource_tracker
-from a3c_torch.run_dir import create_run_dir, run_dir_of, update_config, why_resume_elsewhere
+from a3c_torch.run_dir import create_run_dir, resume_command, run_dir_of, update_config, why_resume_elsewhere
 from a3c_torch.run_lock import lock_run_dir
 from a3c_torch.worker import worker_main
 from a3c_torch.worker_state import unpack, worker_seed
@@ -243,7 +243,7 @@ class Trainer:
         if failure or not saved:
             return EXIT_FAILED
         if self.stop_signal is not None:
-            print(f"stopped at step {step:,}; resume with: python train.py --resume {self.run_dir}", flush=True)
+            print(f"stopped at step {step:,}; resume with: {resume_command(self.run_dir)}", flush=True)
             return STOP_SIGNALS[self.stop_signal]
         print(f"done: {step:,} steps; checkpoints in {checkpoints}", flush=True)
         return EXIT_OK

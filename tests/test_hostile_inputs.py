@@ -7,11 +7,15 @@ Every command runs with a timeout: a hang fails the test instead of stalling the
 from __future__ import annotations
 
 import os
+import shlex
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from helpers import run_command
+from helpers import REPO, checkpointed_steps, only_run_dir, run_command, start_command, stop, wait_for_progress
 
 pytestmark = pytest.mark.slow
 
@@ -44,3 +48,34 @@ def test_a_fifo_or_a_device_as_the_checkpoint_is_refused_at_once(tmp_path, kind,
     result = run_command(script, flag, path, "--runs-dir", tmp_path / "runs", timeout=REFUSAL_TIMEOUT_S)
     assert_one_line_refusal(result, script, f"{path}: {described}")
     assert not (tmp_path / "runs").exists(), "no run directory was made"
+
+
+# --- --exp-name: it names a directory -----------------------------------------------------------
+@pytest.mark.parametrize("exp_name, expected", [
+    (os.fsdecode(b"caf\xe9"), "--exp-name must be valid UTF-8 text"),  # Latin-1 bytes, as a terminal set to Latin-1 sends them
+    ("two\nlines", "--exp-name must not hold a newline"),
+    ("x" * 300, "--exp-name is too long: 300 bytes"),
+])
+def test_an_exp_name_that_cannot_name_a_directory_is_refused_up_front(tmp_path, exp_name, expected):
+    result = run_command("train.py", "--env-id", "CartPole-v1", "--exp-name", exp_name, "--runs-dir", tmp_path / "runs", timeout=REFUSAL_TIMEOUT_S)
+    line = assert_one_line_refusal(result, "train.py", expected)
+    assert "--runs-dir" not in line
+    assert not (tmp_path / "runs").exists(), "no half-made run directory"
+
+
+def test_the_resume_hint_works_when_pasted_with_spaces_and_quotes_in_the_path(tmp_path):
+    runs_dir = tmp_path / "my runs"
+    trainer = start_command("train.py", "--env-id", "CartPole-v1", "--exp-name", "Bob's exp", "--num-processes", 1, "--no-evaluator", "--max-steps", 10**8, "--checkpoint-interval", 1, "--runs-dir", runs_dir)
+    try:
+        wait_for_progress(runs_dir)
+        code, out, err = stop(trainer, signal.SIGINT, timeout=60)
+    finally:
+        trainer.kill()
+    assert code == 130, err
+    hint = out.strip().splitlines()[-1].split("resume with: ", 1)[1]
+    assert hint.startswith("python train.py --resume ")
+    run_dir, step = only_run_dir(runs_dir), checkpointed_steps(runs_dir)
+    pasted = shlex.quote(sys.executable) + hint.removeprefix("python") + f" --max-steps {step + 200}"
+    resumed = subprocess.run(["bash", "-c", pasted], cwd=REPO, capture_output=True, text=True, timeout=240)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"run directory: {run_dir}" in resumed.stdout and f"resuming at step {step:,}" in resumed.stdout, resumed.stdout
