@@ -21,3 +21,7 @@ torch.set_num_threads(1)
 
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+# Likewise SIGHUP under `nohup make test`: a handler that does nothing keeps the suite alive when
+# its terminal closes, and the train.py runs it starts get the default back, as a user's would.
+if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, lambda signum, frame: None)
