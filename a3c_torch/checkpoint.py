@@ -11,7 +11,6 @@ import io
 import os
 import pickle
 import re
-import stat
 import warnings
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import torch
 
 from a3c_torch.checkpoint_check import check_checkpoint
 from a3c_torch.errors import UsageError
+from a3c_torch.files import special_file_kind
 
 FORMAT_VERSION = 1
 REQUIRED_KEYS = ("format_version", "model", "optimizer", "global_step", "config")
@@ -127,19 +127,8 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def special_file_kind(path: Path) -> str | None:
-    """What an existing path is when it is neither a regular file nor a directory ("a FIFO",
-    "a character device", ...), else None. Opening a FIFO blocks until someone writes to it, and
-    a device may never end: such a path is refused before it is opened."""
-    try:
-        mode = path.stat().st_mode
-    except OSError:
-        return None
-    kinds = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-    return next((kind for test, kind in kinds if test(mode)), None)
-
-
 def _refuse_special_file(path: Path) -> None:
+    """Opening a FIFO blocks until someone writes to it, and a device may never end: refused unopened."""
     kind = special_file_kind(path)
     if kind is not None:
         raise UsageError(f"{path}: is {kind}, not a checkpoint file")

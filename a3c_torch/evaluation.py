@@ -23,8 +23,9 @@ from a3c_torch.checkpoint import checkpoint_in, load_checkpoint, newest_run, res
 from a3c_torch.config import Config, HelpFormatter
 from a3c_torch.envs import ATARI_FRAME_SKIP, EnvSettings, is_atari, make_env
 from a3c_torch.errors import UsageError, require_writable
-from a3c_torch.evaluation_report import build_report, check_json_destination, format_table, write_json
+from a3c_torch.evaluation_report import build_report, format_table, write_json
 from a3c_torch.evaluator import EpisodeResult, resolve_device
+from a3c_torch.files import check_destination
 from a3c_torch.model import ActorCritic
 from a3c_torch.parallel_games import PlayerFailed, play_game, play_in_parallel
 from a3c_torch.render import RenderToWindow, Window, WindowClosed, check_display
@@ -80,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     check_args(args)
+    check_results_destinations(args)  # before the checkpoint is loaded and any game is played
     # ALE prints a banner on stderr for every new emulator; it would bury our one-line errors.
     ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
     if not wants_games(argv, args):
@@ -111,8 +113,6 @@ def evaluate_checkpoint(args: argparse.Namespace, out) -> dict:
     checkpoint = load(checkpoint_path)
     cfg = saved_config(checkpoint, checkpoint_path)
     settings = env_settings(cfg, args.env_id)
-    if args.json:
-        check_json_destination(args.json)
     if args.record_video:
         prepare_video_dir(args.record_video)
         check_video_rendering(settings, args.seed)
@@ -146,6 +146,13 @@ def check_args(args: argparse.Namespace) -> None:
     if args.num_processes > 1 and (args.render or args.record_video):
         shown = "--render" if args.render else "--record-video"
         raise UsageError(f"{shown} plays the games one at a time, in one process: drop --num-processes {args.num_processes}")
+
+
+def check_results_destinations(args: argparse.Namespace) -> None:
+    if args.json and args.json != "-":
+        check_destination(args.json, "--json")
+    if args.plot:
+        check_destination(args.plot, "--plot")
 
 
 def choose_device(choice: str) -> torch.device:

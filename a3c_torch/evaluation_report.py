@@ -16,6 +16,7 @@ import torch
 from a3c_torch.envs import ATARI_FRAME_SKIP, EnvSettings, is_atari
 from a3c_torch.errors import UsageError
 from a3c_torch.evaluator import summarize
+from a3c_torch.files import NotDurable, write_atomically
 
 
 def describe_env(settings: EnvSettings) -> dict:
@@ -79,27 +80,16 @@ def number(value: float) -> str:
     return f"{value:,.2f}" if math.isfinite(value) else str(value)
 
 
-def check_json_destination(destination: str) -> None:
-    if destination == "-":
-        return
-    path = Path(destination)
-    if path.is_dir():
-        raise UsageError(f"{path}: --json needs a file name, and this is a directory")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot create the folder for the JSON results: {exc.strerror or exc}") from None
-
-
 def write_json(report: dict, destination: str) -> None:
+    """The results, whole or not at all: a full disk never leaves a 0-byte or cut file."""
     text = json.dumps(report, indent=2) + "\n"
     if destination == "-":
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    path = Path(destination)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        write_atomically(destination, text.encode())
+    except NotDurable as exc:
+        print(f"warning: {destination} is written, but its folder could not be synced to disk ({exc.strerror}): a power cut may lose it", file=sys.stderr, flush=True)
     except OSError as exc:
-        raise UsageError(f"{path}: cannot write the JSON results: {exc.strerror or exc}") from None
+        raise UsageError(f"{destination}: cannot write the JSON results: {exc.strerror or exc}") from None

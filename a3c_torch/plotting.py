@@ -8,8 +8,10 @@ worker, so they are drawn faint with a moving average on top. Evaluation returns
 
 from __future__ import annotations
 
+import io
 import logging
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 
 from a3c_torch.errors import UsageError
+from a3c_torch.files import NotDurable, write_atomically
 
 TRAIN_RETURN = "charts/episodic_return"
 EVAL_RETURN = "eval/episodic_return"
@@ -132,8 +135,13 @@ def std_at(steps: np.ndarray, std: Series) -> np.ndarray | None:
 
 
 def save_png(figure: Figure, out_path: Path) -> None:
+    """Drawn in memory, then written whole or not at all: a full disk leaves no 0-byte PNG."""
+    png = io.BytesIO()
+    figure.savefig(png, format="png")
     try:
         out_path.parent.mkdir(parents=True, exist_ok=True)
-        figure.savefig(out_path, format="png")
+        write_atomically(out_path, png.getvalue())
+    except NotDurable as exc:
+        print(f"warning: {out_path} is written, but its folder could not be synced to disk ({exc.strerror}): a power cut may lose it", file=sys.stderr, flush=True)
     except OSError as exc:
         raise UsageError(f"{out_path}: cannot write the plot: {exc.strerror or exc}") from None

@@ -248,6 +248,14 @@ def test_json_destination_is_checked_before_playing(runs, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("flag", ["--json", "--plot"])
+def test_a_results_file_in_a_read_only_folder_is_refused_before_playing(runs, read_only_dir, flag):
+    result = evaluate("--run-dir", runs / CARTPOLE_RUN, "--episodes", 2, flag, read_only_dir / "results")
+    assert_one_line_error(result, f"{read_only_dir}: {flag} cannot write there (")
+    assert not episode_lines(result.stdout)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, expected",
     [

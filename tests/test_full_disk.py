@@ -279,3 +279,27 @@ def test_on_a_disk_too_small_for_event_files_the_start_is_one_line(small_disk):
     code, out, err = Train(disk, "--max-steps", 100).finish()
     assert code == 2
     assert lines(err) == [f"train.py: error: {only_run_dir(disk)}: cannot write TensorBoard events there (No space left on device)"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flag, says", [("--json", "cannot write the JSON results"), ("--plot", "cannot write the plot")])
+def test_evaluate_on_a_full_disk_keeps_the_previous_results_file_whole(small_disk, tmp_path, flag, says):
+    """evaluate.py --json/--plot over an earlier results file, on a disk that filled up meanwhile:
+    one line, and the earlier file as it was (a plain write truncated it to 0 bytes first)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    trainer = new_trainer(tmp_path / "runs")
+    assert trainer.save("latest.pt", 40)
+    trainer.run_lock.release()
+    with SummaryWriter(str(trainer.run_dir)) as writer:  # the curve --plot draws
+        for step in range(0, 400, 20):
+            writer.add_scalar("charts/episodic_return", 10 + step / 10, step)
+    disk = small_disk("64k")
+    results = disk / "results"
+    results.write_text("the previous results\n")
+    subprocess.run(["dd", "if=/dev/zero", f"of={disk / 'filler'}", "bs=4k"], capture_output=True)
+    done = subprocess.run([sys.executable, str(REPO / "evaluate.py"), "--checkpoint", trainer.run_dir / "checkpoints" / "latest.pt", "--episodes", "1", flag, results], cwd=REPO, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert lines(done.stderr) == [f"evaluate.py: error: {results}: {says}: No space left on device"]
+    assert results.read_text() == "the previous results\n"
+    assert sorted(p.name for p in disk.iterdir()) == ["filler", "results"], "no temp file left"

@@ -5,7 +5,6 @@ files) is one line before any game is played, not a traceback after all of them.
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -52,24 +51,6 @@ def test_a_missing_pygame_is_one_line_before_playing(cartpole_checkpoint, tmp_pa
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shadow.parent), os.environ.get("PYTHONPATH", "")])}
     result = run_command("evaluate.py", "--checkpoint", cartpole_checkpoint, "--episodes", "1", "--record-video", tmp_path / "videos", timeout=180, env=env)
     assert_refused_before_playing(result, "--record-video: CartPole-v1 cannot draw its frames here", "pygame-ce")
-
-
-@pytest.fixture
-def read_only_dir(tmp_path):
-    """An existing directory that takes no files, for root too (a read-only tmpfs mount)."""
-    folder = tmp_path / "read-only"
-    folder.mkdir()
-    if os.geteuid() != 0:
-        folder.chmod(0o555)
-        yield folder
-        folder.chmod(0o755)
-        return
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(folder)], capture_output=True).returncode != 0:
-        pytest.skip("cannot mount a read-only tmpfs here")
-    try:
-        yield folder
-    finally:
-        subprocess.run(["umount", str(folder)], check=False)
 
 
 @pytest.mark.slow
