@@ -18,7 +18,7 @@ import torch
 
 from a3c_torch.checkpoint_check import check_checkpoint
 from a3c_torch.errors import UsageError
-from a3c_torch.files import special_file_kind
+from a3c_torch.files import fsync_dir, special_file_kind
 
 FORMAT_VERSION = 1
 REQUIRED_KEYS = ("format_version", "model", "optimizer", "global_step", "config")
@@ -40,6 +40,11 @@ class CheckpointWriteFailed(OSError):
         self.errno = errno_
 
 
+class CheckpointNotDurable(CheckpointWriteFailed):
+    """The new checkpoint is in place, but its folder could not be fsynced after the rename: a
+    power cut before the system writes the folder back could bring the previous one back."""
+
+
 def save_checkpoint(path: str | os.PathLike, payload: dict) -> None:
     """Write atomically: temp file, fsync, rename. Refuses non-finite model or optimizer state."""
     path = Path(path)
@@ -55,13 +60,17 @@ def save_checkpoint(path: str | os.PathLike, payload: dict) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         _write_file(tmp, buffer.getbuffer())
         os.replace(tmp, path)
-        _fsync_dir(path.parent)
     except Exception as exc:  # noqa: BLE001 - whatever failed, the previous checkpoint is untouched
         code, reason = _why(exc)
         raise CheckpointWriteFailed(f"{path.name} not written: {reason}", reason, code) from exc
     finally:
         if tmp.exists():
             tmp.unlink()
+    try:
+        fsync_dir(path.parent)
+    except OSError as exc:  # after the rename: the new file is there, only not durable yet
+        code, reason = _why(exc)
+        raise CheckpointNotDurable(f"{path.name} written but not synced: {reason}", reason, code) from exc
 
 
 def _write_file(path: Path, data) -> None:
@@ -117,14 +126,6 @@ def all_finite(tensor: torch.Tensor) -> bool:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _refuse_special_file(path: Path) -> None:

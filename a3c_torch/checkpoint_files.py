@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from a3c_torch.checkpoint import NonFiniteWeights, save_checkpoint
+from a3c_torch.checkpoint import CheckpointNotDurable, NonFiniteWeights, save_checkpoint
 from a3c_torch.run_dir import resume_command, step_of
 
 
@@ -25,6 +25,9 @@ class CheckpointFiles:
         """Write one checkpoint; on failure say why and which one is kept. True if written."""
         try:
             save_checkpoint(self.run_dir / "checkpoints" / name, payload)
+        except CheckpointNotDurable as exc:
+            # Not "the previous one is kept": the new file is in place, only its rename may not survive a power cut.
+            print(f"warning: {name} written at step {global_step:,}, but its folder could not be synced to disk ({exc.reason}): a power cut may bring back the previous {name}", file=sys.stderr, flush=True)
         except (OSError, NonFiniteWeights) as exc:
             # Disk full, NaN weights: the previous checkpoint is untouched; say so and go on.
             reason = getattr(exc, "reason", None) or str(exc).removeprefix(f"{name} not written: ")

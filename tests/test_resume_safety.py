@@ -185,3 +185,24 @@ def load_step(run_dir: Path) -> int:
         return load(run_dir / "checkpoints" / "latest.pt")["global_step"]
     except Exception:  # noqa: BLE001 - being replaced right now
         return 0
+
+
+# --- a run directory that lost its config.json ------------------------------------------------
+def test_resuming_a_run_directory_without_its_config_json_is_refused_not_restarted_under_runs(tmp_path):
+    run_dir = make_run(tmp_path / "runs", latest_step=500)
+    (run_dir / "config.json").unlink()
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    result = subprocess.run([sys.executable, str(REPO / "train.py"), "--resume", str(run_dir), "--max-steps", "1000"], cwd=elsewhere, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert result.stderr.strip() == f"train.py: error: {run_dir}: this run directory has no config.json (deleted, or not copied with the run), so it cannot be continued; put config.json back, or copy the checkpoint out of checkpoints/ to start a new run from it"
+    assert list(elsewhere.iterdir()) == [], "no new run under ./runs"
+
+
+def test_a_checkpoint_in_a_checkpoints_folder_that_is_no_run_still_starts_a_new_run(tmp_path):
+    source = make_run(tmp_path / "runs", latest_step=500) / "checkpoints" / "latest.pt"
+    loose = tmp_path / "downloads" / "checkpoints" / "latest.pt"
+    loose.parent.mkdir(parents=True)
+    shutil.copy(source, loose)
+    trainer = resume(loose, runs_dir=str(tmp_path / "new"))
+    assert trainer.run_dir.parent == tmp_path / "new" and trainer.start_step == 500
