@@ -227,7 +227,7 @@ class Trainer:
             step = self.global_steps.value
             saved = self.save("latest.pt", step, worker_states=self.final_worker_states)
             self.metrics.close(step)
-        if not self._model_is_finite():
+        if failure != DIVERGED and not self._model_is_finite():  # said once, also when the watch loop found it
             failure = DIVERGED if failure is None else (failure[0], f"{failure[1]}\n{DIVERGED[1]}")
         return self._report(failure, step, saved)
 

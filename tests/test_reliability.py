@@ -313,6 +313,7 @@ def test_nan_weights_stop_the_run_and_never_reach_a_checkpoint(tmp_path):
         run.kill_everything()
     assert code == 1
     assert "weights are no longer finite" in run.stderr and "the previous latest.pt is kept" in run.stderr
+    assert run.stderr.count("the run diverged") == 1, run.stderr
     final = latest(tmp_path)
     assert 0 < final["global_step"] < 100 * 4 * 20  # the fault hits update 100 (rollouts of 4 envs x 20 steps)
     assert non_finite_entries(final["model"]) == []
