@@ -15,12 +15,14 @@ def main(argv=None) -> int:
     protect_console()  # training goes on when its console goes away (`| head`, a closed terminal)
     from a3c_torch.config import parse_args, validate
     from a3c_torch.errors import UsageError
+    from a3c_torch.preflight import check_num_steps
     from a3c_torch.run_name import check_exp_name
 
     cfg, explicit = parse_args(argv)
     try:
         validate(cfg)  # flag mistakes are reported before the slow imports (torch, gymnasium, tensorboard)
         check_exp_name(cfg)
+        check_num_steps(cfg)
         from a3c_torch.trainer import train
 
         return train(cfg, explicit)

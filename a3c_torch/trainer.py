@@ -23,6 +23,7 @@ from a3c_torch.evaluator import evaluator_main, resolve_device
 from a3c_torch.metrics import Metrics
 from a3c_torch.model import ActorCritic
 from a3c_torch.optim import at_scheduled_lr, make_optimizer, rate_change_on_resume, scheduled_lr
+from a3c_torch.preflight import check_num_steps
 from a3c_torch.processes import ChildStart, StepCounter, StopFlag, child_main, start_children, start_resource_tracker
 from a3c_torch.run_dir import create_run_dir, resume_command, run_dir_of, update_config, why_resume_elsewhere
 from a3c_torch.run_lock import lock_run_dir
@@ -52,6 +53,7 @@ class Trainer:
             checkpoint = load_checkpoint(checkpoint_path)
             cfg, saved = config_for_resume(cfg, explicit, checkpoint), Config.from_dict(checkpoint["config"])
             self.changed_settings = changed_settings(saved, cfg) + rate_change_on_resume(saved, cfg, checkpoint["global_step"])
+        check_num_steps(cfg)  # also a resumed run's saved setting, and a Trainer made in-process
         if cfg.lr is None:
             cfg.lr = cfg.learning_rate
         self.cfg = cfg

@@ -79,3 +79,10 @@ def test_the_resume_hint_works_when_pasted_with_spaces_and_quotes_in_the_path(tm
     resumed = subprocess.run(["bash", "-c", pasted], cwd=REPO, capture_output=True, text=True, timeout=240)
     assert resumed.returncode == 0, resumed.stderr
     assert f"run directory: {run_dir}" in resumed.stdout and f"resuming at step {step:,}" in resumed.stdout, resumed.stdout
+
+
+# --- --num-steps: a rollout is held in memory ---------------------------------------------------
+def test_a_rollout_too_long_to_hold_is_refused_in_one_line(tmp_path):
+    result = run_command("train.py", "--env-id", "ALE/Pong-v5", "--num-steps", 100_000, "--runs-dir", tmp_path / "runs", timeout=REFUSAL_TIMEOUT_S)
+    assert_one_line_refusal(result, "train.py", "--num-steps must be at most 1000, got 100000")
+    assert not (tmp_path / "runs").exists()
