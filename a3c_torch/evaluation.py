@@ -101,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"videos: {args.record_video}", file=out)
     if args.json:
         write_json(report, args.json)
+    if report["interrupted"]:
+        print(f"evaluate.py: interrupted: {report['episodes']} of {args.episodes} games played, and reported", file=sys.stderr, flush=True)
+        return 130
     return 0
 
 
@@ -127,13 +130,11 @@ def evaluate_checkpoint(args: argparse.Namespace, out) -> dict:
             env = with_video(env, args.record_video, settings, checkpoint_path)
         if args.render:
             env = with_window(env, settings, checkpoint_path)
-        if args.num_processes > 1:
-            results = play_in_parallel(model, settings, args.episodes, args.seed, args.greedy, device, args.num_processes, lambda i, r: report_game(i, r, args.episodes, out))
-        else:
-            results = play(model, env, args, device, out)
+        played = play_until_interrupted(model, env, settings, args, device, out)
     finally:
         env.close()  # also writes the last video
-    return build_report(results, checkpoint_path, checkpoint, settings, args, device)
+    games = sorted(played)
+    return build_report([played[i] for i in games], [args.seed + i for i in games], checkpoint_path, checkpoint, settings, args, device)
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -319,13 +320,30 @@ def with_window(env, settings: EnvSettings, checkpoint_path: Path):
 # --- playing ------------------------------------------------------------------
 
 
-def play(model: ActorCritic, env, args: argparse.Namespace, device: torch.device, out) -> list[EpisodeResult]:
-    """One game at a time (game i seeded with seed + i), printing each score as it finishes."""
-    results = []
+def play_until_interrupted(model: ActorCritic, env, settings: EnvSettings, args: argparse.Namespace, device: torch.device, out) -> dict[int, EpisodeResult]:
+    """The games played (game index -> result), each printed as it ends. Ctrl-C stops the playing,
+    and the games already played are kept for the table and the JSON; with none, it goes on up."""
+    played: dict[int, EpisodeResult] = {}
+
+    def on_result(i: int, result: EpisodeResult) -> None:
+        played[i] = result
+        report_game(i, result, args.episodes, out)
+
+    try:
+        if args.num_processes > 1:
+            play_in_parallel(model, settings, args.episodes, args.seed, args.greedy, device, args.num_processes, on_result)
+        else:
+            play(model, env, args, device, on_result)
+    except KeyboardInterrupt:
+        if not played:
+            raise
+    return played
+
+
+def play(model: ActorCritic, env, args: argparse.Namespace, device: torch.device, on_result) -> None:
+    """One game at a time (game i seeded with seed + i); `on_result(i, result)` as each ends."""
     for i in range(args.episodes):
-        results.append(play_game(model, env, device, args.greedy, args.seed + i))
-        report_game(i, results[-1], args.episodes, out)
-    return results
+        on_result(i, play_game(model, env, device, args.greedy, args.seed + i))
 
 
 def report_game(i: int, result: EpisodeResult, games: int, out) -> None:

@@ -32,7 +32,8 @@ def describe_env(settings: EnvSettings) -> dict:
     }
 
 
-def build_report(results, checkpoint_path: Path, checkpoint: dict, settings: EnvSettings, args, device: torch.device) -> dict:
+def build_report(results, seeds: list[int], checkpoint_path: Path, checkpoint: dict, settings: EnvSettings, args, device: torch.device) -> dict:
+    """`results` of the games reset with `seeds`: all --episodes of them, or fewer after a Ctrl-C."""
     return {
         **summarize(results),
         "lengths": [r.length for r in results],
@@ -42,6 +43,9 @@ def build_report(results, checkpoint_path: Path, checkpoint: dict, settings: Env
         "greedy": bool(args.greedy),
         "device": str(device),
         "seed": args.seed,
+        "seeds": seeds,
+        "interrupted": len(results) < args.episodes,
+        "requested_episodes": args.episodes,
     }
 
 
@@ -59,10 +63,14 @@ def format_table(report: dict) -> str:
             ("screen size", f"{env['screen_size']}x{env['screen_size']}"),
             ("action space", "full (18 actions)" if env["full_action_space"] else "minimal (the game's own)"),
         ]
-    last_seed = report["seed"] + report["episodes"] - 1
+    seeds = report["seeds"]
+    # Games played side by side end out of order: a Ctrl-C can leave gaps in the seeds.
+    contiguous = seeds == list(range(seeds[0], seeds[0] + len(seeds)))
+    seeds_shown = f"seeds {seeds[0]}..{seeds[-1]}" if contiguous else f"seeds {', '.join(map(str, seeds))}"
+    stopped = f" of {report['requested_episodes']}, stopped by Ctrl-C" if report["interrupted"] else ""
     rows += [
         ("policy", f"{'greedy (argmax)' if report['greedy'] else 'sampling'} on {report['device']}"),
-        ("episodes", f"{report['episodes']} (seeds {report['seed']}..{last_seed})"),
+        ("episodes", f"{report['episodes']}{stopped} ({seeds_shown})"),
         ("mean return", number(report["mean"])),
         ("std", number(report["std"])),
         ("std error of mean", number(report["standard_error"]) if report["standard_error"] is not None else "n/a (one game)"),

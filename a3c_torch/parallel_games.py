@@ -69,6 +69,9 @@ def play_in_parallel(model: ActorCritic, settings: EnvSettings, games: int, seed
             done[i] = result
             on_result(i, result)
     finally:
+        # After a Ctrl-C or a failure the games not handed out stay in the queue's pipe, and its
+        # feeder thread waits for a reader that is gone: exiting must not wait for it.
+        tasks.cancel_join_thread()
         for process in processes.values():
             if process.is_alive():
                 process.kill()  # players ignore SIGTERM, like every child of ours

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -167,6 +168,31 @@ def test_help_shows_the_defaults():
     result = evaluate("--help")
     assert result.returncode == 0
     assert "(default: 10)" in result.stdout and "(default: runs)" in result.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("processes", [1, 2])
+def test_ctrl_c_after_some_games_reports_those_games_and_exits_130(runs, tmp_path, processes):
+    out_json = tmp_path / "eval.json"
+    process = subprocess.Popen([sys.executable, str(REPO / "evaluate.py"), "--run-dir", runs / CARTPOLE_RUN, "--episodes", "100000", "--num-processes", str(processes), "--json", out_json],
+                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        seen = 0
+        for line in process.stdout:  # a few games played, then Ctrl-C, as a user watching would
+            seen += line.startswith("episode ")
+            if seen == 3:
+                break
+        os.killpg(process.pid, signal.SIGINT)
+        rest, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 130, err
+    assert "Traceback" not in err
+    report = json.loads(out_json.read_text())
+    played = report["episodes"]
+    assert report["interrupted"] is True and 3 <= played < 100000 and len(report["returns"]) == len(report["seeds"]) == played
+    assert table_value(rest, "episodes").startswith(f"{played} of 100000, stopped by Ctrl-C (seeds ")
+    assert err.strip().splitlines()[-1] == f"evaluate.py: interrupted: {played} of 100000 games played, and reported"
 
 
 # --- bad input: one line, exit 2, no traceback ------------------------------------------------
