@@ -4,6 +4,7 @@ writes metrics and checkpoints, and shuts everything down cleanly whatever happe
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import signal
@@ -184,7 +185,8 @@ class Trainer:
     def _create_processes(self) -> None:
         cfg = self.cfg
         ctx = mp.get_context(cfg.start_method)
-        start_resource_tracker()  # before the counter and queue below register their semaphores with it
+        with tracker_leak_warning_off():
+            start_resource_tracker()  # before the counter and queue below register their semaphores with it
         self.global_steps = StepCounter(ctx, self.start_step)
         self.stop_event = StopFlag(ctx)
         self.stats = ctx.Queue()
@@ -350,6 +352,24 @@ class Trainer:
                 process.kill()
             process.join()
         self._drain(timeout=0.1)  # what the children flushed just before exiting (worker states)
+
+
+@contextlib.contextmanager
+def tracker_leak_warning_off():
+    """Start multiprocessing's resource tracker without its "leaked semaphore objects" warning.
+    A trainer that exits at once (a second Ctrl-C) or is killed leaves its semaphores to the
+    tracker, which removes them, as designed, and then warns as if that were a bug. The tracker
+    takes its warning filters from PYTHONWARNINGS when it starts, so the filter is set only then."""
+    previous = os.environ.get("PYTHONWARNINGS")
+    ours = "ignore::UserWarning:multiprocessing.resource_tracker"
+    os.environ["PYTHONWARNINGS"] = f"{previous},{ours}" if previous else ours
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ["PYTHONWARNINGS"]
+        else:
+            os.environ["PYTHONWARNINGS"] = previous
 
 
 def train(cfg: Config, explicit: set[str] = frozenset()) -> int:
