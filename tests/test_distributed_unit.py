@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -164,3 +165,26 @@ def test_bad_distributed_flags_are_one_line_errors(flag, value):
 def test_without_torchrun_the_entry_point_says_how_to_start_it():
     result = subprocess.run([sys.executable, "-m", "a3c_torch.distributed", "--env-id", "CartPole-v1"], cwd=REPO, capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
     assert result.returncode == 2 and "torchrun" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_node_with_another_model_is_refused_at_its_pull_and_said_once():
+    server = ParameterServer([torch.zeros(1)], 0, 100, identity={"env_id": "CartPole-v1", "hidden_size": 256})
+    reply = server.pull(1, {"env_id": "Acrobot-v1", "hidden_size": 256}, "host-b pid 7")
+    assert reply.refused == "--env-id Acrobot-v1 where rank 0 has CartPole-v1" and reply.params == []
+    assert server.take_news() == ["node 1 (host-b pid 7) refused: --env-id Acrobot-v1 where rank 0 has CartPole-v1; training goes on without it"]
+    assert server.pull(2, {"env_id": "CartPole-v1", "hidden_size": 256}).refused is None
+    assert 1 not in server.members()
+
+
+def test_a_silent_node_is_reported_gone_once_and_back_when_it_syncs_again():
+    server = ParameterServer([torch.zeros(1)], 0, 100, gone_after_s=0.2)
+    server.expect([1, 2])
+    server.pull(1, name="host-b pid 7")
+    time.sleep(0.3)
+    server.push(2, [torch.zeros(1)], steps=0)
+    server.check_gone()
+    server.check_gone()
+    assert server.take_news() == ["node 1 (host-b pid 7) is gone: no sync for 0 s; training goes on with node(s) [2]"]
+    assert server.members() == [2]
+    server.push(1, [torch.zeros(1)], steps=0)
+    assert server.take_news() == ["node 1 (host-b pid 7) is back"] and server.members() == [1, 2]

@@ -9,17 +9,20 @@ Between the two, NodeSync pushes this node's progress every --sync-interval seco
 from __future__ import annotations
 
 import json
+import os
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
 
 from a3c_torch.checkpoint import snapshot
-from a3c_torch.config import Config
+from a3c_torch.config import IDENTITY_FIELDS, Config
 from a3c_torch.distributed.server import ParameterServer
 from a3c_torch.distributed.sync import NodeSync
 from a3c_torch.distributed.transport import RpcTransport
 from a3c_torch.distributed.world import DistributedSettings, World
+from a3c_torch.errors import UsageError
 from a3c_torch.run_dir import create_run_dir
 from a3c_torch.trainer import EXIT_FAILED, EXIT_OK, STOP_SIGNALS, Trainer
 
@@ -28,6 +31,20 @@ OPTIMIZER_PUSH_INTERVAL_S = 60.0  # a node's optimizer state reaches rank 0's ch
 FINAL_PUSH_WAIT_S = 60.0  # rank 0 waits this long for the others' last push at the end of a run
 FINAL_PUSH_WAIT_SIGNALLED_S = 5.0  # ... and this long when it was signalled (torchrun tearing down)
 RUN_MARKER = "distributed.json"
+# Rank 0 reports a node gone when it has not synced for this long (a node syncs every
+# --sync-interval, 2 s by default; a slow start or a slow link stays well inside it).
+NODE_GONE_AFTER_S = 15.0
+
+
+def rpc_error(exc: Exception) -> str:
+    """An RPC failure in a few words: its first line, without TensorPipe's source location."""
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return first.split(" (this error originated at")[0]
+
+
+def identity_of(cfg: Config) -> dict:
+    """The settings every node must share with rank 0: they fix the model and optimizer layout."""
+    return {name: getattr(cfg, name) for name in IDENTITY_FIELDS}
 
 
 def node_config(cfg: Config, world: World, settings: DistributedSettings) -> Config:
@@ -53,6 +70,7 @@ class DistributedNode(Trainer):
     def __init__(self, cfg: Config, explicit: set[str], world: World, settings: DistributedSettings):
         self.world, self.settings = world, settings
         self.node_optimizers, self.outbox, self.world_stop = {}, [], None
+        self.server_gone = None  # why a sync with rank 0 failed: it is not tried again
         self.round_trips = []  # seconds per push (a local call on rank 0)
         self.server_version = 0  # pushes applied by the parameter server, across restarts
         cfg = node_config(cfg, world, settings)
@@ -70,9 +88,12 @@ class DistributedNode(Trainer):
         assert len(self.param_names) == len(self.model.state_dict()), "the sync moves parameters only: the model must have no buffers"
         self.server = None
         if world.rank == 0:
-            self.server = ParameterServer(self.model.parameters(), self.start_step, self.cfg.max_steps, self.node_optimizers, version=self.server_version)
+            self.server = ParameterServer(self.model.parameters(), self.start_step, self.cfg.max_steps, self.node_optimizers, version=self.server_version,
+                                          identity=identity_of(self.cfg), gone_after_s=max(NODE_GONE_AFTER_S, 5 * settings.sync_interval))
         self.transport = RpcTransport(world.rank, world.world_size, world.master_addr, settings.rpc_port_for(world), settings.rpc_interface, settings.rpc_timeout)
         self.transport.start(self.server)
+        if self.server is not None:
+            self.server.expect(range(1, world.world_size))  # every node has joined RPC: now each must sync
         self.next_optimizer_push = time.monotonic()  # the first sync sends it
 
     def _new_run_dir(self):
@@ -89,7 +110,9 @@ class DistributedNode(Trainer):
 
     # --- start: every node begins from the global state ---
     def _create_processes(self) -> None:
-        reply = self.transport.pull()
+        reply = self.transport.pull(identity_of(self.cfg), f"{socket.gethostname()} pid {os.getpid()}")
+        if reply.refused:
+            raise UsageError(f"node {self.world.rank} refused by rank 0: {reply.refused}")
         self.start_step = reply.global_step  # before the workers' seeds are derived from it
         super()._create_processes()  # created, not started: they get the state we load now
         self.sync = NodeSync(self.model.parameters(), self.global_steps, self.cfg.num_steps * self.cfg.envs_per_process, self.settings.sync_updates, self.settings.sync_interval)
@@ -98,6 +121,14 @@ class DistributedNode(Trainer):
             self.optimizer.load_state_dict(reply.optimizer_state)
             self.optimizer.share_memory()  # load_state_dict gives private tensors
         print(f"node {self.world.rank}/{self.world.world_size}: {self.num_workers} workers, starting at global step {reply.global_step:,} (version {reply.version})", flush=True)
+
+    def _on_signal(self, signum, frame):
+        if self.world.rank != 0 and self.stop_signal is None:
+            # Quietly: this node writes no checkpoint, and when rank 0 is gone its launcher
+            # signals it right away; its last line says how it stopped.
+            self.stop_signal = signum
+            return
+        super()._on_signal(signum, frame)
 
     # --- while training ---
     def _on_stats(self, message) -> None:
@@ -109,12 +140,16 @@ class DistributedNode(Trainer):
         if self.server is not None:
             for message in self.server.take_stats():
                 self.metrics.handle(message)
+            self.server.check_gone()
+            for line in self.server.take_news():
+                self.metrics.say(line)
         if not self.sync.due():
             return False
         try:
             reply = self._push()
         except RuntimeError as exc:  # RPC: rank 0 gone, timed out
-            return "sync with the parameter server", f"{type(exc).__name__}: {str(exc).strip()}"
+            self.server_gone = rpc_error(exc)
+            return "sync with the parameter server", self.server_gone
         if reply.stop:
             self.world_stop = reply.stop
             self.metrics.say(f"node {self.world.rank}: the world is stopping ({reply.stop})")
@@ -147,21 +182,23 @@ class DistributedNode(Trainer):
         """After this node's workers stopped: push their last updates, then (rank 0) wait for
         the others' last pushes, so the final checkpoint holds every node's work."""
         self.all_pushed = False
+        if self.server_gone:
+            return
         try:
             self._push(stop_reason=self._why_this_node_stops(), final=True)
         except Exception as exc:  # noqa: BLE001 - rank 0 gone or the world torn down: keep what we have
-            print(f"warning: node {self.world.rank}: the last push failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})", file=sys.stderr, flush=True)
+            self.server_gone = rpc_error(exc)
             return
         if self.server is None:
             self.all_pushed = True
             return
         self.server.request_stop("rank 0 stopped")  # e.g. after a crash of its own: a no-op if a reason is known
-        others = set(range(1, self.world.world_size))
+        others = set(self.server.members()) - {0}  # a node refused or gone sends nothing more
         wait = FINAL_PUSH_WAIT_SIGNALLED_S if self.stop_signal is not None else FINAL_PUSH_WAIT_S
         missing = self.server.wait_finished(others, wait)
         if missing:
             print(f"warning: no last push from node(s) {sorted(missing)} within {wait:.0f} s; the checkpoint has their work up to their previous sync", file=sys.stderr, flush=True)
-        self.all_pushed = not missing
+        self.all_pushed = not missing and len(self.server.members()) == self.world.world_size
         self.global_steps.add(self.server.global_step - self.global_steps.value)
 
     def save(self, name: str, global_step: int, model_state=None, worker_states=None) -> bool:
@@ -191,6 +228,10 @@ class DistributedNode(Trainer):
             print(f"node {self.world.rank}: {len(trips)} syncs; {kind}: median {1000 * trips[len(trips) // 2]:.1f} ms, max {1000 * trips[-1]:.1f} ms", flush=True)
         if self.run_dir is not None:
             return super()._report(failure, step, saved)
+        if self.server_gone:  # one line: the C++ side of the error says nothing more a user can act on
+            print(f"error: node {self.world.rank}: the parameter server on rank 0 ({self.world.master_addr}) is gone ({self.server_gone}); "
+                  f"this node stopped at step {step:,}, and rank 0's checkpoints hold its work up to its last sync", file=sys.stderr, flush=True)
+            return EXIT_FAILED
         if failure:
             name, detail = failure
             print(f"error: node {self.world.rank}: {name} failed at step {step:,}\n{detail}", file=sys.stderr, flush=True)

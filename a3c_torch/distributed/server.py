@@ -26,6 +26,17 @@ import torch
 MAX_QUEUED_STATS = 100_000  # forwarded episode/loss messages waiting for rank 0's TensorBoard
 
 
+def flag_name(setting: str) -> str:
+    return "--" + setting.replace("_", "-")
+
+
+def identity_mismatch(ours: dict, theirs: dict) -> Optional[str]:
+    """Why a node with settings `theirs` cannot join a world whose rank 0 has `ours` (the settings
+    that fix the model and optimizer layout), or None if it can."""
+    differences = [f"{flag_name(name)} {theirs.get(name)} where rank 0 has {value}" for name, value in ours.items() if theirs.get(name) != value]
+    return "; ".join(differences) or None
+
+
 @dataclass
 class SyncReply:
     params: list  # the global parameters after this sync (copies: the caller may keep them)
@@ -33,10 +44,12 @@ class SyncReply:
     global_step: int  # agent steps summed over every node
     stop: Optional[str]  # why the world is stopping, or None to go on
     optimizer_state: Optional[dict] = field(default=None)  # only in answer to the first pull
+    refused: Optional[str] = field(default=None)  # why the pulling node may not join (then nothing else is set)
 
 
 class ParameterServer:
-    def __init__(self, params, global_step: int, max_steps: int, node_optimizers: Optional[dict] = None, version: int = 0):
+    def __init__(self, params, global_step: int, max_steps: int, node_optimizers: Optional[dict] = None, version: int = 0,
+                 identity: Optional[dict] = None, gone_after_s: float = 30.0):
         self._lock = threading.Lock()
         self._finished_changed = threading.Condition(self._lock)
         self.params = [p.detach().clone() for p in params]
@@ -48,10 +61,61 @@ class ParameterServer:
         self.node_optimizers: dict = dict(node_optimizers or {})
         self.finished: set = set()
         self.stats: deque = deque(maxlen=MAX_QUEUED_STATS)
+        # Who is in the world: a node that does not sync for gone_after_s is reported gone.
+        self.identity = dict(identity or {})  # rank 0's settings that every node must share
+        self.gone_after_s = gone_after_s
+        self.last_seen: dict = {}  # node -> monotonic time of its last call
+        self.names: dict = {}  # node -> "host pid N", as it said at its pull
+        self.gone: set = set()
+        self.refused: set = set()
+        self.news: list = []  # lines for rank 0 to print: refused, gone, back
 
-    def pull(self, node: int) -> SyncReply:
-        """A node's starting point: the global parameters, step and its saved optimizer state."""
+    def expect(self, nodes) -> None:
+        """From now on, nodes that do not call within gone_after_s are reported gone."""
         with self._lock:
+            now = time.monotonic()
+            for node in nodes:
+                self.last_seen.setdefault(node, now)
+
+    def _seen(self, node: int) -> None:
+        self.last_seen[node] = time.monotonic()
+        if node in self.gone:
+            self.gone.discard(node)
+            self.news.append(f"node {self._name(node)} is back")
+
+    def _name(self, node: int) -> str:
+        return f"{node} ({self.names[node]})" if node in self.names else str(node)
+
+    def members(self) -> list:
+        """The nodes training now (or still starting): neither refused nor gone."""
+        return sorted(set(self.last_seen) - self.gone - self.refused)
+
+    def check_gone(self) -> None:
+        """Report the nodes silent for longer than gone_after_s (killed, their machine down, cut off)."""
+        with self._lock:
+            now = time.monotonic()
+            for node, seen in self.last_seen.items():
+                if node not in self.gone | self.refused and now - seen > self.gone_after_s:
+                    self.gone.add(node)
+                    self.news.append(f"node {self._name(node)} is gone: no sync for {now - seen:.0f} s; training goes on with node(s) {self.members()}")
+
+    def take_news(self) -> list:
+        with self._lock:
+            news, self.news = self.news, []
+            return news
+
+    def pull(self, node: int, identity: Optional[dict] = None, name: str = "") -> SyncReply:
+        """A node's starting point: the global parameters, step and its saved optimizer state;
+        or a refusal, if the node's model or optimizer would not be rank 0's."""
+        with self._lock:
+            if name:
+                self.names[node] = name
+            why = identity_mismatch(self.identity, identity or {}) if identity is not None else None
+            if why is not None:
+                self.refused.add(node)
+                self.news.append(f"node {self._name(node)} refused: {why}; training goes on without it")
+                return SyncReply([], self.version, self.global_step, self.stop_reason, refused=why)
+            self._seen(node)
             state = self.node_optimizers.get(node, self.node_optimizers.get(0))
             return SyncReply(self._copy(), self.version, self.global_step, self.stop_reason, state)
 
@@ -60,6 +124,7 @@ class ParameterServer:
         if len(delta) != len(self.params):
             raise ValueError(f"node {node} sent {len(delta)} tensors, the model has {len(self.params)}")
         with self._lock:
+            self._seen(node)
             with torch.no_grad():
                 for global_param, change in zip(self.params, delta):
                     global_param.add_(change.to(global_param.dtype))

@@ -13,7 +13,8 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
-
+import sys
+import threading
 import warnings
 
 import torch.distributed.rpc as rpc
@@ -21,11 +22,12 @@ import torch.distributed.rpc as rpc
 from a3c_torch.errors import UsageError
 
 SERVER_NAME = "node0"
+JOIN_NOTICE_S = 30.0  # while joining the RPC world takes longer, a line says what it waits for
 _server = None  # the ParameterServer, in rank 0's process only
 
 
-def _serve_pull(node):
-    return _server.pull(node)
+def _serve_pull(node, identity, name):
+    return _server.pull(node, identity, name)
 
 
 def _serve_push(node, delta, steps, stats, optimizer_state, stop_reason, final):
@@ -66,16 +68,28 @@ class RpcTransport:
         options = rpc.TensorPipeRpcBackendOptions(init_method=f"tcp://{self.master_addr}:{self.rpc_port}", rpc_timeout=self.timeout_s, _transports=["uv"])
         # RPC's own start-up uses a deprecated Gloo call; the warning is torch's, not the user's.
         warnings.filterwarnings("ignore", message="You are using a Backend .* as a ProcessGroup")
+        joined = threading.Event()
+        threading.Thread(target=self._say_while_joining, args=(joined,), name="rpc-join-notice", daemon=True).start()
         try:
             rpc.init_rpc(f"node{self.rank}", rank=self.rank, world_size=self.world_size, rpc_backend_options=options)
         except RuntimeError as exc:
             raise UsageError(f"cannot join the RPC world at {self.master_addr}:{self.rpc_port}: {str(exc).splitlines()[0]}") from None
+        finally:
+            joined.set()
         self.started = True
 
-    def pull(self):
+    def _say_while_joining(self, joined: threading.Event) -> None:
+        """init_rpc waits for every node without a word (up to 30 min): say what it waits for."""
+        waited = 0.0
+        while not joined.wait(JOIN_NOTICE_S):
+            waited += JOIN_NOTICE_S
+            print(f"node {self.rank}: waiting {waited:.0f} s for all {self.world_size} nodes to join the RPC world at {self.master_addr}:{self.rpc_port} "
+                  "(a node that failed to start? a firewall on the RPC ports?)", file=sys.stderr, flush=True)
+
+    def pull(self, identity: dict, name: str):
         if self.rank == 0:
-            return _server.pull(0)
-        return rpc.rpc_sync(SERVER_NAME, _serve_pull, args=(self.rank,))
+            return _server.pull(0, identity, name)
+        return rpc.rpc_sync(SERVER_NAME, _serve_pull, args=(self.rank, identity, name))
 
     def push(self, delta, steps, stats=(), optimizer_state=None, stop_reason=None, final=False):
         if self.rank == 0:
