@@ -75,7 +75,7 @@ class RendezvousWatch(threading.Thread):
                       "is every node started with this --rdzv-endpoint and --rdzv-id, and is the port reachable?", file=sys.stderr, flush=True)
             else:  # after a run: torchrun's exit barrier waits for every launcher, 300 s at most
                 print(f"{PROG}: the node process ended {waited:.0f} s ago; torchrun waits for the other nodes' launchers at {self.endpoint} "
-                      f"(at most {EXIT_BARRIER_S} s after a run; a node that left makes it wait that long; Ctrl-C ends the wait)", file=sys.stderr, flush=True)
+                      f"(its exit barrier, {EXIT_BARRIER_S} s or more after a run when a node left; Ctrl-C ends the wait)", file=sys.stderr, flush=True)
             waiting_since = time.monotonic()
 
 
