@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from a3c_torch.checkpoint import save_checkpoint
-from a3c_torch.config import Config, changed_settings, parse_args, validate
+from a3c_torch.config import STALENESS_BUDGET, Config, changed_settings, parse_args, validate
 from a3c_torch.errors import UsageError
 from a3c_torch.model import ActorCritic
 from a3c_torch.optim import make_optimizer
@@ -71,9 +71,22 @@ def test_changed_settings_lists_what_a_resume_changed_and_nothing_else():
 @pytest.mark.parametrize("optimizer, per_env", [("adam", 1e-4), ("rmsprop", 7e-4)])
 def test_the_default_learning_rate_scales_with_the_envs_per_worker(optimizer, per_env):
     for envs in (1, 4, 16):
-        assert Config(optimizer=optimizer, envs_per_process=envs).learning_rate == pytest.approx(per_env * envs)
-    assert Config().learning_rate == pytest.approx(4e-4)  # the documented default
-    assert Config(lr=3e-4, envs_per_process=16).learning_rate == 3e-4  # an explicit --lr is kept as given
+        assert Config(optimizer=optimizer, num_processes=1, envs_per_process=envs).learning_rate == pytest.approx(per_env * envs)
+    assert Config(num_processes=2).learning_rate == pytest.approx(4e-4)  # the documented default
+    assert Config(lr=3e-4, num_processes=2, envs_per_process=16).learning_rate == 3e-4  # an explicit --lr is kept as given
+
+
+@pytest.mark.parametrize("workers, envs, lr", [(1, 4, 4e-4), (2, 4, 4e-4), (4, 4, 4e-4), (5, 3, 3e-4), (8, 2, 2e-4), (12, 1, 1e-4), (16, 1, 1.4e-3 / 15), (64, 1, 1.4e-3 / 63)])
+def test_the_defaults_keep_the_hogwild_staleness_within_its_budget(workers, envs, lr):
+    """8 workers at 4e-4 never learned Breakout: about N - 1 stale updates of about lr each land
+    inside every rollout. The defaults take fewer envs per worker, then a lower lr, to keep
+    (N - 1) x lr within the budget that learned (results/hogwild-staleness)."""
+    cfg = Config(num_processes=workers)
+    assert (cfg.envs_per_process, cfg.learning_rate) == (envs, pytest.approx(lr))
+    assert (workers - 1) * cfg.learning_rate <= STALENESS_BUDGET * (1 + 1e-9)
+    # Envs given explicitly keep their own K; the default lr still keeps the budget.
+    assert Config(num_processes=8, envs_per_process=4).learning_rate == pytest.approx(2e-4)
+    assert Config(num_processes=8, envs_per_process=4, lr=4e-4).learning_rate == 4e-4  # as the user asked
 
 
 # --- the command line, run as a user would ------------------------------------------------------
