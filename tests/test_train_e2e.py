@@ -56,6 +56,20 @@ def test_pong_run_leaves_a_complete_run_directory_and_resume_continues(tmp_path)
     assert logged and all(value == pytest.approx(5e-5, rel=1e-4) for step, value in logged), logged
 
 
+def test_eight_workers_take_the_staleness_defaults_and_measure_about_seven_stale_updates(tmp_path):
+    """The user's `--num-processes 8`: about 7 other updates land inside each worker's rollout
+    (losses/staleness), so the defaults take 2 envs per worker and lr 2e-4, keeping (N - 1) x lr
+    within the budget that learned Breakout (at 4 envs and 4e-4, 8 workers never learned it)."""
+    result = run_command("train.py", "--env-id", "CartPole-v1", "--num-processes", "8", "--max-steps", "12000", "--runs-dir", tmp_path, "--no-evaluator")
+    assert result.returncode == 0, result.stderr
+    run_dir = only_run_dir(tmp_path)
+    config = json.loads((run_dir / "config.json").read_text())
+    assert (config["envs_per_process"], config["lr"]) == (2, pytest.approx(2e-4)), config
+    assert "with 8 worker processes x 2 envs" in result.stdout, result.stdout
+    staleness = [event.value for event in scalar_tags(run_dir)["losses/staleness"]]
+    assert len(staleness) >= 8 and 3 <= sum(staleness) / len(staleness) <= 12, staleness
+
+
 def test_cartpole_run_with_evaluator_writes_eval_tags_and_best(tmp_path):
     result = run_command("train.py", "--env-id", "CartPole-v1", "--num-processes", "2", "--max-steps", "12000", "--runs-dir", tmp_path, "--eval-interval", "1", "--eval-episodes", "2")
     assert result.returncode == 0, result.stderr
