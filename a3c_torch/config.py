@@ -116,7 +116,7 @@ class Config:
         per_step = OPTIMIZER_LR_PER_ENV[self.optimizer] * self.envs_per_process
         if self.optimizer != "adam" or self.num_processes <= 1:
             return per_step
-        # Past 28 workers one env each is not enough: the lr itself keeps the staleness budget.
+        # Past 29 workers one env each is not enough: the lr itself keeps the staleness budget.
         return min(per_step, staleness_lr_cap(self.num_processes))
 
     def to_dict(self) -> dict:
