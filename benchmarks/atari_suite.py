@@ -27,6 +27,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch loads, here and in
 import argparse  # noqa: E402
 import ctypes  # noqa: E402
 import fcntl  # noqa: E402
+import json  # noqa: E402
 import shlex  # noqa: E402
 import shutil  # noqa: E402
 import signal  # noqa: E402
@@ -162,12 +163,15 @@ class Suite:
             self.evaluate(files, checkpoint, evaluation, step)
         publish(files, checkpoint.parent.parent, checkpoint, evaluation)
         print(f"{run.name}: published in {files.folder}", flush=True)
+        self.report()  # the tables stay current through a suite that takes days
 
     def train(self, files: RunFiles) -> Path:
         """Train (or resume) until the budget; the final checkpoint."""
         args, run = self.args, files.run
         forget_unsaved_start(files)
         checkpoint = files.latest_checkpoint()
+        if checkpoint is not None:
+            check_belongs(files, args.env_pattern.format(game=run.game))
         if checkpoint is not None and checkpoint_step(checkpoint) >= args.max_steps:
             return checkpoint
         if checkpoint is None:
@@ -175,7 +179,8 @@ class Suite:
                          "--num-processes", str(args.num_processes), "--no-evaluator", "--runs-dir", str(files.train_parent), "--exp-name", "suite"]
             print(f"{run.name}: starting", flush=True)
         else:
-            arguments = ["--resume", str(files.train_dir()), "--max-steps", str(args.max_steps)]
+            # --no-evaluator also for a run trained elsewhere and moved here: the suite's protocol.
+            arguments = ["--resume", str(files.train_dir()), "--max-steps", str(args.max_steps), "--no-evaluator"]
             print(f"{run.name}: resuming from step {checkpoint_step(checkpoint):,}", flush=True)
         code = self.run_child("train.py", arguments + args.train_arg)
         checkpoint = files.latest_checkpoint()
@@ -240,6 +245,18 @@ def checkpoint_step(checkpoint: Path) -> int:
     if step is None:
         raise UsageError(f"{checkpoint}: not a readable checkpoint; move it away to restart the run, or put a good one back")
     return step
+
+
+def check_belongs(files: RunFiles, env_id: str) -> None:
+    """A run directory put in train/ by hand (an earlier run joining the suite) must be this run's
+    game and seed: otherwise its scores would be published under another name."""
+    config_path = files.train_dir() / "config.json"
+    try:
+        config = json.loads(config_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{config_path}: not readable as JSON ({exc})") from None
+    if config.get("env_id") != env_id or config.get("seed") != files.run.seed:
+        raise UsageError(f"{config_path}: the run is {config.get('env_id')} seed {config.get('seed')}, not {env_id} seed {files.run.seed} as {files.run.name} must be")
 
 
 def forget_unsaved_start(files: RunFiles) -> None:

@@ -184,6 +184,19 @@ def test_a_second_suite_on_the_same_root_is_refused(tmp_path, capsys):
     assert atari_suite.main(["--root", str(tmp_path), "--report-only"]) == 0  # free again
 
 
+def test_a_run_directory_of_another_game_or_seed_is_refused(tmp_path, capsys):
+    from test_policy_file import write_checkpoint
+
+    files = RunFiles(Run("CartPole", 2), tmp_path)
+    run_dir = files.train_parent / "moved-here"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "config.json").write_text(json.dumps({"env_id": "CartPole-v1", "seed": 1}))
+    write_checkpoint(run_dir / "checkpoints" / "latest.pt")
+    assert atari_suite.main(["--root", str(tmp_path), "--only", "CartPole:2", "--env-pattern", "{game}-v1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the run is CartPole-v1 seed 1, not CartPole-v1 seed 2 as CartPole-s2 must be" in err
+
+
 # --- a CartPole suite, end to end ------------------------------------------------------------------
 
 
