@@ -119,13 +119,16 @@ class Suite:
     def __init__(self, args, root: Path, argv: list[str]):
         self.args, self.root, self.argv = args, root, argv
         self.child: subprocess.Popen | None = None
+        self.passed_on = False  # whether the child at work got a stop signal from us
         self.stop_signal: int | None = None
+        self.reported = False  # the aggregate holds every published run
 
     # --- signals: passed on to the child at work, once each ---
     def on_signal(self, signum, frame) -> None:
         self.stop_signal = self.stop_signal or signum
         if self.child is not None and self.child.poll() is None:
-            os.kill(self.child.pid, signum)
+            os.kill(self.child.pid, signum)  # a second Ctrl-C too: train.py then exits at once, as asked
+            self.passed_on = True
 
     def run_child(self, script: str, arguments: list[str]) -> int:
         """Run train.py or evaluate.py under nice, in a session of its own: a terminal's Ctrl-C
@@ -142,8 +145,9 @@ class Suite:
             except OSError:
                 pass
 
+        self.passed_on = False
         self.child = subprocess.Popen(command, start_new_session=True, preexec_fn=in_child)
-        if self.stop_signal is not None:  # signalled while it was being started
+        if self.stop_signal is not None and not self.passed_on:  # signalled while it was being started
             os.kill(self.child.pid, self.stop_signal)
         try:
             return self.child.wait()
@@ -161,6 +165,7 @@ class Suite:
         step = checkpoint_step(checkpoint)
         if evaluation_problem(evaluation, step, self.args.eval_games) is not None:
             self.evaluate(files, checkpoint, evaluation, step)
+        self.reported = False
         publish(files, checkpoint.parent.parent, checkpoint, evaluation)
         print(f"{run.name}: published in {files.folder}", flush=True)
         self.report()  # the tables stay current through a suite that takes days
@@ -226,7 +231,7 @@ class Suite:
         finally:
             for s, previous in handled.items():
                 signal.signal(s, previous)
-        return self.report()
+        return 0 if self.reported else self.report()
 
     def report(self) -> int:
         from benchmarks.suite_report import write_report  # matplotlib and numpy: only now
@@ -235,6 +240,7 @@ class Suite:
             print(f"no published run in {self.root / 'runs'} yet: nothing to aggregate", flush=True)
         else:
             print(f"report: {self.root / 'README.md'}, {self.root / 'summary.json'}, {self.root / 'curves'}/", flush=True)
+        self.reported = True
         return 0
 
 
@@ -291,7 +297,13 @@ def main(argv: list[str] | None = None) -> int:
     except RunFailed as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr, flush=True)
         return 1
+    except KeyboardInterrupt:  # outside a run (starting up, writing the report): nothing to save
+        print(f"{PROG}: interrupted", file=sys.stderr, flush=True)
+        return 130
 
 
 if __name__ == "__main__":
+    from a3c_torch.console import protect_console
+
+    protect_console("the suite")  # a closed terminal (SIGHUP) or `| head`: the runs still stop or go on cleanly
     sys.exit(main())

@@ -12,6 +12,7 @@ PPO-normalized ones) with a 95% stratified-bootstrap interval (suite_stats.py).
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -212,11 +213,12 @@ def draw_game(game: str, curves: dict[int, Curve]) -> Figure:
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
     top = max(int(c.steps[-1]) for c in curves.values()) + 1
-    edges = np.linspace(0, top, CURVE_BINS + 1)
+    width = math.ceil(top / CURVE_BINS / 1000) * 1000  # a round number of steps per bin
+    edges = np.arange(0, top + width, width)
     centres = (edges[:-1] + edges[1:]) / 2
     per_seed = np.array([binned(curve, edges) for curve in curves.values()])
     for seed, row in zip(curves, per_seed):
-        axes.plot(centres, row, linewidth=0.8, alpha=0.6, label=f"seed {seed}")
+        axes.plot(centres, row, linewidth=0.8 if len(curves) > 1 else 1.8, alpha=0.6 if len(curves) > 1 else 1.0, label=f"seed {seed}")
     if len(curves) > 1:
         with np.errstate(all="ignore"):  # a bin no seed reached stays empty
             low, high = np.nanmin(per_seed, axis=0), np.nanmax(per_seed, axis=0)
@@ -226,7 +228,7 @@ def draw_game(game: str, curves: dict[int, Curve]) -> Figure:
     anchor = suite_data.PPO_STICKY.get(game)
     if anchor is not None:
         axes.axhline(anchor.mean, color="tab:red", linestyle="--", linewidth=1, label="PPO, sticky, 10M (last 100)")
-    axes.set_title(f"{game}: training games, mean per {top / CURVE_BINS:,.0f} steps", fontsize=10)
+    axes.set_title(f"{game}: training games, mean per {width:,} steps", fontsize=10)
     axes.set_xlabel("global step (agent steps)")
     axes.set_ylabel("episodic return (raw game score)")
     axes.xaxis.set_major_formatter(EngFormatter())

@@ -18,7 +18,7 @@ from a3c_torch.curves import Curve, write_curve
 from benchmarks import atari_suite
 from benchmarks.suite_data import human_normalized, ppo_normalized
 from benchmarks.suite_report import across_seeds, write_report
-from benchmarks.suite_runs import Run, RunFiles, select_runs
+from benchmarks.suite_runs import Run, RunFiles, prune, select_runs
 from benchmarks.suite_stats import iqm, stratified_bootstrap
 from helpers import REPO, checkpointed_steps, children_of, wait_for_progress
 
@@ -195,6 +195,23 @@ def test_a_run_directory_of_another_game_or_seed_is_refused(tmp_path, capsys):
     assert atari_suite.main(["--root", str(tmp_path), "--only", "CartPole:2", "--env-pattern", "{game}-v1"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "the run is CartPole-v1 seed 1, not CartPole-v1 seed 2 as CartPole-s2 must be" in err
+
+
+def test_a_start_that_never_saved_is_forgotten_and_only_published_runs_are_pruned(tmp_path, capsys):
+    files = RunFiles(Run("Pong", 1), tmp_path)
+    unsaved = files.train_parent / "ALE_Pong-v5__suite__1__20260101-000000"
+    unsaved.mkdir(parents=True)
+    (unsaved / "config.json").write_text("{}")
+    atari_suite.forget_unsaved_start(files)
+    assert not unsaved.exists() and "has no checkpoint (stopped before its first one)" in capsys.readouterr().out
+
+    make_published_run(tmp_path, "Pong", 2, 1.0, 1.0, policy=False)
+    unpublished = RunFiles(Run("Pong", 2), tmp_path)
+    (unpublished.train_parent / "run" / "checkpoints").mkdir(parents=True)
+    (unpublished.train_parent / "run" / "checkpoints" / "latest.pt").write_bytes(b"x" * 1000)
+    assert prune(unpublished) == 0 and unpublished.train_parent.exists()  # still needed to go on
+    unpublished.published("policy.pt").write_bytes(b"published now")
+    assert prune(unpublished) == 1000 and not unpublished.train_parent.exists()
 
 
 # --- a CartPole suite, end to end ------------------------------------------------------------------
