@@ -27,9 +27,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch loads, here and in
 import argparse  # noqa: E402
 import ctypes  # noqa: E402
 import fcntl  # noqa: E402
-import json  # noqa: E402
 import shlex  # noqa: E402
-import shutil  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
 import subprocess  # noqa: E402
@@ -38,7 +36,7 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from a3c_torch.errors import UsageError, require_writable  # noqa: E402
-from benchmarks.suite_runs import RunFiles, evaluation_problem, prune, publish, select_runs  # noqa: E402
+from benchmarks.suite_runs import RunFiles, check_belongs, checkpoint_step, evaluation_problem, forget_unsaved_start, prune, publish, select_runs  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 PROG = "atari_suite"
@@ -242,36 +240,6 @@ class Suite:
             print(f"report: {self.root / 'README.md'}, {self.root / 'summary.json'}, {self.root / 'curves'}/", flush=True)
         self.reported = True
         return 0
-
-
-def checkpoint_step(checkpoint: Path) -> int:
-    from a3c_torch.run_dir import step_of  # torch loads slowly
-
-    step = step_of(checkpoint)
-    if step is None:
-        raise UsageError(f"{checkpoint}: not a readable checkpoint; move it away to restart the run, or put a good one back")
-    return step
-
-
-def check_belongs(files: RunFiles, env_id: str) -> None:
-    """A run directory put in train/ by hand (an earlier run joining the suite) must be this run's
-    game and seed: otherwise its scores would be published under another name."""
-    config_path = files.train_dir() / "config.json"
-    try:
-        config = json.loads(config_path.read_text())
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{config_path}: not readable as JSON ({exc})") from None
-    if config.get("env_id") != env_id or config.get("seed") != files.run.seed:
-        raise UsageError(f"{config_path}: the run is {config.get('env_id')} seed {config.get('seed')}, not {env_id} seed {files.run.seed} as {files.run.name} must be")
-
-
-def forget_unsaved_start(files: RunFiles) -> None:
-    """A run directory without a checkpoint is a start that was stopped before it saved anything
-    (at most one --checkpoint-interval of training): it is removed, and the run starts afresh."""
-    train_dir = files.train_dir()
-    if train_dir is not None and files.latest_checkpoint() is None:
-        print(f"{files.run.name}: {train_dir} has no checkpoint (stopped before its first one): starting the run afresh", flush=True)
-        shutil.rmtree(train_dir)
 
 
 def main(argv: list[str] | None = None) -> int:

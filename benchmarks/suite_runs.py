@@ -1,4 +1,5 @@
-"""Which runs the suite holds, and where each run's files are.
+"""Which runs the suite holds, where each run's files are, and what state they are in: not
+started, training, trained, published (and pruned).
 
 A run is one (game, seed). Its folder, ROOT/runs/<Game>-s<seed>/, holds:
 - `train/<run directory>/`: train.py's run directory (config.json, event files, checkpoints/),
@@ -119,6 +120,39 @@ def _unique(runs: list[Run]) -> list[Run]:
             seen.add(run)
             kept.append(run)
     return kept
+
+
+# --- the state of a run ----------------------------------------------------------------------------
+
+
+def checkpoint_step(checkpoint: Path) -> int:
+    from a3c_torch.run_dir import step_of  # torch loads slowly
+
+    step = step_of(checkpoint)
+    if step is None:
+        raise UsageError(f"{checkpoint}: not a readable checkpoint; move it away to restart the run, or put a good one back")
+    return step
+
+
+def check_belongs(files: RunFiles, env_id: str) -> None:
+    """A run directory put in train/ by hand (an earlier run joining the suite) must be this run's
+    game and seed: otherwise its scores would be published under another name."""
+    config_path = files.train_dir() / "config.json"
+    try:
+        config = json.loads(config_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{config_path}: not readable as JSON ({exc})") from None
+    if config.get("env_id") != env_id or config.get("seed") != files.run.seed:
+        raise UsageError(f"{config_path}: the run is {config.get('env_id')} seed {config.get('seed')}, not {env_id} seed {files.run.seed} as {files.run.name} must be")
+
+
+def forget_unsaved_start(files: RunFiles) -> None:
+    """A run directory without a checkpoint is a start that was stopped before it saved anything
+    (at most one --checkpoint-interval of training): it is removed, and the run starts afresh."""
+    train_dir = files.train_dir()
+    if train_dir is not None and files.latest_checkpoint() is None:
+        print(f"{files.run.name}: {train_dir} has no checkpoint (stopped before its first one): starting the run afresh", flush=True)
+        shutil.rmtree(train_dir)
 
 
 # --- a finished run: its evaluation, its published files, its heavy files ---------------------------

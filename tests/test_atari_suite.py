@@ -18,7 +18,7 @@ from a3c_torch.curves import Curve, write_curve
 from benchmarks import atari_suite
 from benchmarks.suite_data import human_normalized, ppo_normalized
 from benchmarks.suite_report import across_seeds, write_report
-from benchmarks.suite_runs import Run, RunFiles, prune, select_runs
+from benchmarks.suite_runs import Run, RunFiles, forget_unsaved_start, prune, select_runs
 from benchmarks.suite_stats import iqm, stratified_bootstrap
 from helpers import REPO, checkpointed_steps, children_of, wait_for_progress
 
@@ -202,7 +202,7 @@ def test_a_start_that_never_saved_is_forgotten_and_only_published_runs_are_prune
     unsaved = files.train_parent / "ALE_Pong-v5__suite__1__20260101-000000"
     unsaved.mkdir(parents=True)
     (unsaved / "config.json").write_text("{}")
-    atari_suite.forget_unsaved_start(files)
+    forget_unsaved_start(files)
     assert not unsaved.exists() and "has no checkpoint (stopped before its first one)" in capsys.readouterr().out
 
     make_published_run(tmp_path, "Pong", 2, 1.0, 1.0, policy=False)
