@@ -56,6 +56,9 @@ def read_run(files: RunFiles) -> tuple[dict, Curve]:
             raise UsageError(f"{path}: not readable as JSON ({exc})") from None
 
     config, evaluation = load_json("config.json"), load_json("evaluation.json")
+    missing = [key for key in ("mean", "std", "episodes", "global_step") if not isinstance(evaluation.get(key), (int, float))]
+    if missing:
+        raise UsageError(f"{files.published('evaluation.json')}: not an evaluate.py --json report (no {', '.join(missing)})")
     curve = read_curve(files.published("curve.csv"))
     if len(curve) == 0:
         raise UsageError(f"{files.published('curve.csv')}: the run finished no training game")
@@ -179,7 +182,8 @@ def readme(summary: dict) -> str:
         "",
         "## Across games",
         "",
-        "IQM (interquartile mean, 25% trimmed) over all runs, with its 95% stratified-bootstrap interval (runs resampled within each game; `benchmarks/suite_stats.py`):",
+        "IQM (interquartile mean, 25% trimmed) over all runs, with its 95% stratified-bootstrap interval (runs resampled within each game; `benchmarks/suite_stats.py`). "
+        "Every run counts once: a game with 3 seeds weighs 3 times a game with 1.",
         "",
         "| score | last 100 training games | evaluation |",
         "|---|---|---|",

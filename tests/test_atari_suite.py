@@ -15,6 +15,7 @@ import pytest
 
 from a3c_torch.checkpoint import load_checkpoint
 from a3c_torch.curves import Curve, write_curve
+from a3c_torch.errors import UsageError
 from benchmarks import atari_suite
 from benchmarks.suite_data import human_normalized, ppo_normalized
 from benchmarks.suite_report import across_seeds, write_report
@@ -113,6 +114,15 @@ def test_the_aggregate_of_made_up_runs(tmp_path):
     for game in ("Breakout", "Pong"):
         assert (tmp_path / "curves" / f"{game}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not (tmp_path / "curves" / "Qbert.png").exists()
+
+
+def test_a_broken_published_file_is_one_line(tmp_path):
+    make_published_run(tmp_path, "Pong", 1, 1.0, 1.0)
+    RunFiles(Run("Pong", 1), tmp_path).published("evaluation.json").write_text('{"mean": 3}')
+    assert atari_suite.main(["--root", str(tmp_path), "--report-only"]) == 2
+    RunFiles(Run("Pong", 1), tmp_path).published("evaluation.json").write_text("{")
+    with pytest.raises(UsageError, match="evaluation.json: not readable as JSON"):
+        write_report(tmp_path)
 
 
 def test_no_published_run_writes_no_report(tmp_path):
