@@ -16,12 +16,13 @@ from pathlib import Path
 
 import torch
 
-from a3c_torch.checkpoint_check import check_checkpoint
+from a3c_torch.checkpoint_check import check_checkpoint, is_policy
 from a3c_torch.errors import UsageError
 from a3c_torch.files import fsync_dir, special_file_kind
 
 FORMAT_VERSION = 1
 REQUIRED_KEYS = ("format_version", "model", "optimizer", "global_step", "config")
+POLICY_KEYS = ("format_version", "model", "global_step", "config")  # a policy file has no optimizer
 UNREADABLE = "not an a3c_torch checkpoint (unreadable: not a torch file, or truncated or corrupt)"
 
 
@@ -135,8 +136,9 @@ def _refuse_special_file(path: Path) -> None:
         raise UsageError(f"{path}: is {kind}, not a checkpoint file")
 
 
-def load_checkpoint(path: str | os.PathLike) -> dict:
-    """Load and check one of our checkpoints; anything else is a UsageError naming the path."""
+def load_checkpoint(path: str | os.PathLike, resumable: bool = False) -> dict:
+    """Load and check one of our checkpoints, or a policy file unless `resumable` is asked for
+    (it has no optimizer state to go on with); anything else is a UsageError naming the path."""
     path = Path(path)
     if not path.exists():
         raise UsageError(f"{path}: no such checkpoint file")
@@ -157,8 +159,11 @@ def load_checkpoint(path: str | os.PathLike) -> dict:
         raise UsageError(f"{path}: cannot read it ({exc.strerror or exc})") from None
     except Exception:  # noqa: BLE001 - garbage makes torch.load raise anything (KeyError, IndexError, ...)
         raise UsageError(f"{path}: {UNREADABLE}") from None
-    if not isinstance(data, dict) or any(key not in data for key in REQUIRED_KEYS):
-        raise UsageError(f"{path}: not an a3c_torch checkpoint (missing {', '.join(k for k in REQUIRED_KEYS if not isinstance(data, dict) or k not in data)})")
+    required = POLICY_KEYS if isinstance(data, dict) and is_policy(data) else REQUIRED_KEYS
+    if not isinstance(data, dict) or any(key not in data for key in required):
+        raise UsageError(f"{path}: not an a3c_torch checkpoint (missing {', '.join(k for k in required if not isinstance(data, dict) or k not in data)})")
+    if resumable and is_policy(data):
+        raise UsageError(f"{path}: is a policy file (weights, config and step, no optimizer state): evaluate.py plays it, but training cannot go on from it; resume from the run's checkpoints/latest.pt")
     if data["format_version"] != FORMAT_VERSION:
         raise UsageError(f"{path}: checkpoint format version {data['format_version']}, this a3c_torch reads version {FORMAT_VERSION}")
     check_checkpoint(data, path)  # every part's type, the config against Config, finite weights

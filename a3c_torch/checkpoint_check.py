@@ -10,6 +10,9 @@ command line. A field added to Config is checked with no change here; a setting 
 version did not save takes its Config default, so older checkpoints still load. Saved settings
 that this version does not know are ignored, as `Config.from_dict` ignores them.
 
+A policy file (policy_file.py: weights, config and step, no optimizer) passes the same checks,
+the optimizer's aside.
+
 Non-finite weights are refused: a3c_torch never writes them (save_checkpoint refuses), so such a
 file is corrupt or foreign, and a NaN policy would play (or train) silently on garbage.
 """
@@ -24,6 +27,9 @@ import torch
 
 from a3c_torch.config import Config, validate
 from a3c_torch.errors import UsageError
+
+# The "kind" of a policy file. A checkpoint has no kind: files written before policies existed load as they did.
+POLICY_KIND = "policy"
 
 _BASE_TYPES = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,)}
 
@@ -130,12 +136,17 @@ def worker_states_problem(states) -> str | None:
     return None
 
 
+def is_policy(data: dict) -> bool:
+    return data.get("kind") == POLICY_KIND
+
+
 def checkpoint_problem(data: dict) -> str | None:
     """What is wrong with a loaded checkpoint dict (that has our keys and format version), or None."""
     step = data["global_step"]
     if not _is_int(step) or step < 0:
         return f"its global_step is {step!r} ({_type_name(step)}), expected an integer >= 0"
-    problem = config_problem(data["config"]) or _tensor_dict_problem("model", data["model"]) or optimizer_problem(data["optimizer"])
+    policy = is_policy(data)
+    problem = config_problem(data["config"]) or _tensor_dict_problem("model", data["model"]) or (None if policy else optimizer_problem(data["optimizer"]))
     if problem:
         return problem
     best = data.get("best_eval_return")
@@ -150,7 +161,7 @@ def checkpoint_problem(data: dict) -> str | None:
     bad = _non_finite(data["model"])
     if bad:
         return f"its model weights hold NaN or inf ({_names(bad)}): a3c_torch never writes such a checkpoint, and it would play or train on garbage"
-    bad = _non_finite(data["optimizer"]["state"], "optimizer.")
+    bad = [] if policy else _non_finite(data["optimizer"]["state"], "optimizer.")
     if bad:
         return f"its optimizer state holds NaN or inf ({_names(bad)}): a3c_torch never writes such a checkpoint"
     return None

@@ -32,7 +32,14 @@ Series = tuple[np.ndarray, np.ndarray]  # (global steps, values)
 
 def read_scalars(run_dir: str | os.PathLike, tags=PLOTTED_TAGS) -> dict[str, Series]:
     """The wanted scalar series of a run directory, sorted by step; tags never logged are absent."""
-    # Imported here: tensorboard's loader is slow to import and only plotting needs it.
+    return {tag: (np.array([e.step for e in events], dtype=np.int64), np.array([e.value for e in events], dtype=np.float64))
+            for tag, events in read_scalar_events(run_dir, tags).items()}
+
+
+def read_scalar_events(run_dir: str | os.PathLike, tags=PLOTTED_TAGS) -> dict:
+    """The wanted tags' events (each with .step, .wall_time and .value), sorted by step; points
+    logged at the same step keep the order they were written in. Tags never logged are absent."""
+    # Imported here: tensorboard's loader is slow to import, and only the curve readers need it.
     from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
 
     run_dir = Path(run_dir)
@@ -53,12 +60,7 @@ def read_scalars(run_dir: str | os.PathLike, tags=PLOTTED_TAGS) -> dict[str, Ser
     finally:
         tensorboard_logger.setLevel(level)
     logged = set(accumulator.Tags().get("scalars", []))
-    series = {}
-    for tag in tags:
-        if tag in logged:
-            events = sorted(accumulator.Scalars(tag), key=lambda e: e.step)
-            series[tag] = (np.array([e.step for e in events], dtype=np.int64), np.array([e.value for e in events], dtype=np.float64))
-    return series
+    return {tag: sorted(accumulator.Scalars(tag), key=lambda e: e.step) for tag in tags if tag in logged}
 
 
 def moving_average(values: np.ndarray, window: int) -> np.ndarray:

@@ -51,7 +51,7 @@ class Trainer:
             home = run_dir_of(checkpoint_path)
             # Locked before anything is read: the run's latest.pt must not change under us.
             busy = self._lock(home) if home is not None else None
-            checkpoint = load_checkpoint(checkpoint_path)
+            checkpoint = load_checkpoint(checkpoint_path, resumable=True)
             cfg, saved = config_for_resume(cfg, explicit, checkpoint), Config.from_dict(checkpoint["config"])
             self.changed_settings = changed_settings(saved, cfg) + rate_change_on_resume(saved, cfg, checkpoint["global_step"])
         check_num_steps(cfg)  # also a resumed run's saved setting, and a Trainer made in-process
