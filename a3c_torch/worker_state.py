@@ -81,6 +81,14 @@ def _wrappers(env) -> list:
     return layers
 
 
+def _layers(env) -> list[tuple[str, dict]]:
+    """(name, changing fields) of each wrapper, outermost first. The lean Atari stack (atari.py)
+    reports the gymnasium wrappers it stands for: a state saved on either stack restores on both."""
+    if hasattr(env, "reference_layers"):
+        return env.reference_layers()
+    return [(type(layer).__name__, {k: v for k, v in vars(layer).items() if k in WRAPPER_FIELDS}) for layer in _wrappers(env)]
+
+
 def capture_env(env) -> dict | None:
     """The env's full state, or None when its kind cannot be captured."""
     core = env.unwrapped
@@ -90,9 +98,10 @@ def capture_env(env) -> dict | None:
         emulator = {"state": encode(core.state), "steps_beyond_terminated": getattr(core, "steps_beyond_terminated", None)}
     else:
         return None
+    layers = _layers(env)
     return {
-        "layers": [type(layer).__name__ for layer in _wrappers(env)],
-        "wrappers": [encode({k: v for k, v in vars(layer).items() if k in WRAPPER_FIELDS}) for layer in _wrappers(env)],
+        "layers": [name for name, _ in layers],
+        "wrappers": [encode(fields) for _, fields in layers],
         "emulator": emulator,
         "np_random": encode(core.np_random.bit_generator.state),
     }
@@ -100,8 +109,7 @@ def capture_env(env) -> dict | None:
 
 def restore_env(env, saved: dict) -> bool:
     """Put a freshly made env into the saved state; False (env untouched) if it is another stack."""
-    layers = _wrappers(env)
-    if [type(layer).__name__ for layer in layers] != saved["layers"]:
+    if [name for name, _ in _layers(env)] != saved["layers"]:
         return False
     core = env.unwrapped
     if "ale" in saved["emulator"]:
@@ -111,9 +119,13 @@ def restore_env(env, saved: dict) -> bool:
     else:
         core.state = decode(saved["emulator"]["state"])
         core.steps_beyond_terminated = saved["emulator"]["steps_beyond_terminated"]
-    for layer, fields in zip(layers, saved["wrappers"]):
-        for key, value in decode(fields).items():
-            setattr(layer, key, value)
+    fields = [decode(layer) for layer in saved["wrappers"]]
+    if hasattr(env, "restore_reference_layers"):
+        env.restore_reference_layers(fields)
+    else:
+        for layer, values in zip(_wrappers(env), fields):
+            for key, value in values.items():
+                setattr(layer, key, value)
     core.np_random.bit_generator.state = decode(saved["np_random"])
     return True
 
