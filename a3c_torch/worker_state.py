@@ -20,6 +20,8 @@ import random
 import numpy as np
 import torch
 
+from a3c_torch.sticky_action import held_action, set_held_action
+
 # Per-wrapper attributes that change while playing; every one we stack is covered:
 # TimeLimit, RecordEpisodeStatistics, AtariPreprocessing (its frame max-pool buffer), LifeLossTerminal.
 WRAPPER_FIELDS = ("_elapsed_steps", "episode_returns", "episode_lengths", "lives", "game_over", "obs_buffer", "_has_reset")
@@ -93,7 +95,8 @@ def capture_env(env) -> dict | None:
     """The env's full state, or None when its kind cannot be captured."""
     core = env.unwrapped
     if hasattr(core, "ale"):
-        emulator = {"ale": core.ale.cloneState(include_rng=True).serialize()}  # sticky-action RNG included
+        # The sticky-action RNG is in the state; the action a sticky frame repeats is not.
+        emulator = {"ale": core.ale.cloneState(include_rng=True).serialize(), "held_action": held_action(core.ale)}
     elif isinstance(getattr(core, "state", None), np.ndarray):
         emulator = {"state": encode(core.state), "steps_beyond_terminated": getattr(core, "steps_beyond_terminated", None)}
     else:
@@ -115,7 +118,10 @@ def restore_env(env, saved: dict) -> bool:
     if "ale" in saved["emulator"]:
         import ale_py  # only Atari states need it; envs.py has imported it already
 
-        core.ale.restoreState(ale_py.ALEState(saved["emulator"]["ale"]))
+        state = ale_py.ALEState(saved["emulator"]["ale"])
+        core.ale.restoreState(state)
+        if saved["emulator"].get("held_action") is not None:  # states saved before it was kept lack it
+            set_held_action(core.ale, saved["emulator"]["held_action"], state)
     else:
         core.state = decode(saved["emulator"]["state"])
         core.steps_beyond_terminated = saved["emulator"]["steps_beyond_terminated"]

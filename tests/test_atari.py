@@ -19,8 +19,8 @@ from a3c_torch.envs import EnvSettings, make_env
 from a3c_torch.worker_state import capture_env, pack, restore_env, unpack
 
 
-def both_stacks(env_id: str, train: bool, sticky: float, max_frames: int | None = None):
-    settings = EnvSettings(env_id, repeat_action_probability=sticky)
+def both_stacks(env_id: str, train: bool, sticky: float, max_frames: int | None = None, screen_size: int = 84):
+    settings = EnvSettings(env_id, screen_size=screen_size, repeat_action_probability=sticky)
     lean, reference = make_env(settings, seed=1, train=train), make_env(settings, seed=1, train=train, lean=False)
     assert isinstance(lean, AtariGame) and not isinstance(reference.unwrapped, AtariGame)
     if max_frames is not None:  # ALE reads it when the ROM is loaded: at the seeded reset
@@ -31,7 +31,7 @@ def both_stacks(env_id: str, train: bool, sticky: float, max_frames: int | None 
 
 def same_reset(lean, reference, **kwargs):
     (obs, info), (ref_obs, ref_info) = lean.reset(**kwargs), reference.reset(**kwargs)
-    assert np.array_equal(obs, ref_obs) and obs.dtype == ref_obs.dtype == np.uint8 and obs.shape == (84, 84)
+    assert np.array_equal(obs, ref_obs) and obs.dtype == ref_obs.dtype == np.uint8 and obs.shape == lean.observation_space.shape
     assert info == ref_info
 
 
@@ -82,6 +82,11 @@ def test_pong_training_is_identical_through_a_game_over_and_a_time_limit_cut():
 def test_pong_evaluation_is_identical_without_sticky_actions():
     seen = play_side_by_side(*both_stacks("ALE/Pong-v5", False, 0.0), 1000, seed=5)
     assert seen["game over"] >= 1 and seen["score"] >= 20, seen
+
+
+def test_other_screen_sizes_are_identical_too():
+    seen = play_side_by_side(*both_stacks("ALE/Breakout-v5", True, 0.25, screen_size=42), 400, seed=6)
+    assert seen["life loss"] >= 1, seen
 
 
 def test_evaluation_reseeds_each_game_like_the_reference():
