@@ -26,7 +26,9 @@ PROBE_FRAMES = 32
 
 def held_action(ale: ale_py.ALEInterface) -> int | None:
     """The action `ale` holds for its sticky frames (None without sticky actions). The game is
-    left as it was: the same state, the same held action."""
+    left as it was: the same state, the same held action. (Only the screen buffer, which
+    restoreState does not redraw, shows a probe frame until the next `act`; both env stacks read
+    screens only after an `act`.)"""
     if ale.getFloat("repeat_action_probability") == 0.0:
         return None
     state = ale.cloneState(include_rng=True)
