@@ -11,6 +11,7 @@ FIRE protocol, the same in both stacks: FIRE is pressed once when a game starts 
 never after a lost life; relaunching the ball after a lost life is the agent's own action. (With
 FIRE after every lost life in training only, an agent never learns to press it, and its greedy
 evaluation games stalled until ALE's 108,000-frame limit.)
+
 Both Atari stacks come in two builds that give the learner the same observations, rewards and
 ends: the lean one (a3c_torch/atari.py, one Python layer on the bare ALE; the default) and the
 gymnasium wrappers above (`lean=False`, and whenever a render mode is asked for: videos and the
