@@ -11,6 +11,13 @@ FIRE protocol, the same in both stacks: FIRE is pressed once when a game starts 
 never after a lost life; relaunching the ball after a lost life is the agent's own action. (With
 FIRE after every lost life in training only, an agent never learns to press it, and its greedy
 evaluation games stalled until ALE's 108,000-frame limit.)
+
+Both Atari stacks come in two builds that give the learner the same observations, rewards and
+ends: the lean one (a3c_torch/atari.py, one Python layer on the bare ALE; the default) and the
+gymnasium wrappers above (`lean=False`, and whenever a render mode is asked for: videos and the
+window draw through AtariEnv's renderer). The gymnasium build is the reference the lean one is
+tested against (tests/test_atari.py).
+
 Vector envs (CartPole, Acrobot, ...) get RecordEpisodeStatistics only.
 """
 
@@ -23,6 +30,7 @@ import ale_py
 import gymnasium as gym
 import numpy as np
 
+from a3c_torch.atari import AtariGame
 from a3c_torch.config import Config
 from a3c_torch.errors import UsageError
 
@@ -128,12 +136,28 @@ def needs_fire(env) -> bool:
     return len(meanings) >= 3 and meanings[1] == "FIRE"
 
 
-def make_env(settings: EnvSettings, seed: int | None = None, train: bool = True, render_mode: str | None = None) -> gym.Env:
-    """One environment. `train` selects the training stack, else the evaluation stack.
+def make_env(settings: EnvSettings, seed: int | None = None, train: bool = True, render_mode: str | None = None, lean: bool = True) -> gym.Env:
+    """One environment. `train` selects the training stack, else the evaluation stack; `lean`
+    builds an Atari stack on the bare ALE (a3c_torch/atari.py) where it can stand in for the
+    gymnasium one, which is built otherwise.
 
     `seed` seeds the action space; the caller seeds the game with its first `reset(seed=...)`.
     """
-    if is_atari(settings.env_id):
+    if lean and render_mode is None and lean_stack_fits(settings.env_id):
+        spec = env_spec(settings.env_id)
+        env = AtariGame(
+            spec.kwargs["game"],
+            train=train,
+            screen_size=settings.screen_size,
+            frame_skip=ATARI_FRAME_SKIP,
+            noop_max=ATARI_NOOP_MAX,
+            repeat_action_probability=settings.repeat_action_probability,
+            full_action_space=settings.full_action_space,
+            max_num_frames_per_episode=spec.kwargs.get("max_num_frames_per_episode"),
+            mode=spec.kwargs.get("mode"),
+            difficulty=spec.kwargs.get("difficulty"),
+        )
+    elif is_atari(settings.env_id):
         env = gym.make(
             settings.env_id,
             frameskip=1,
@@ -161,6 +185,15 @@ def make_env(settings: EnvSettings, seed: int | None = None, train: bool = True,
     if seed is not None:
         env.action_space.seed(seed)
     return env
+
+
+def lean_stack_fits(env_id: str) -> bool:
+    """AtariGame stands in for ids whose gymnasium build it reproduces: screen observations (not
+    RAM) and no TimeLimit wrapper (ALE's own frame limit cuts the games)."""
+    if not is_atari(env_id):
+        return False
+    spec = env_spec(env_id)
+    return spec.max_episode_steps is None and spec.kwargs.get("obs_type", "rgb") != "ram"
 
 
 def check_supported(env_id: str, env: gym.Env) -> None:

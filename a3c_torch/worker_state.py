@@ -20,6 +20,8 @@ import random
 import numpy as np
 import torch
 
+from a3c_torch.sticky_action import held_action, set_held_action
+
 # Per-wrapper attributes that change while playing; every one we stack is covered:
 # TimeLimit, RecordEpisodeStatistics, AtariPreprocessing (its frame max-pool buffer), LifeLossTerminal.
 WRAPPER_FIELDS = ("_elapsed_steps", "episode_returns", "episode_lengths", "lives", "game_over", "obs_buffer", "_has_reset")
@@ -81,18 +83,28 @@ def _wrappers(env) -> list:
     return layers
 
 
+def _layers(env) -> list[tuple[str, dict]]:
+    """(name, changing fields) of each wrapper, outermost first. The lean Atari stack (atari.py)
+    reports the gymnasium wrappers it stands for: a state saved on either stack restores on both."""
+    if hasattr(env, "reference_layers"):
+        return env.reference_layers()
+    return [(type(layer).__name__, {k: v for k, v in vars(layer).items() if k in WRAPPER_FIELDS}) for layer in _wrappers(env)]
+
+
 def capture_env(env) -> dict | None:
     """The env's full state, or None when its kind cannot be captured."""
     core = env.unwrapped
     if hasattr(core, "ale"):
-        emulator = {"ale": core.ale.cloneState(include_rng=True).serialize()}  # sticky-action RNG included
+        # The sticky-action RNG is in the state; the action a sticky frame repeats is not.
+        emulator = {"ale": core.ale.cloneState(include_rng=True).serialize(), "held_action": held_action(core.ale)}
     elif isinstance(getattr(core, "state", None), np.ndarray):
         emulator = {"state": encode(core.state), "steps_beyond_terminated": getattr(core, "steps_beyond_terminated", None)}
     else:
         return None
+    layers = _layers(env)
     return {
-        "layers": [type(layer).__name__ for layer in _wrappers(env)],
-        "wrappers": [encode({k: v for k, v in vars(layer).items() if k in WRAPPER_FIELDS}) for layer in _wrappers(env)],
+        "layers": [name for name, _ in layers],
+        "wrappers": [encode(fields) for _, fields in layers],
         "emulator": emulator,
         "np_random": encode(core.np_random.bit_generator.state),
     }
@@ -100,20 +112,26 @@ def capture_env(env) -> dict | None:
 
 def restore_env(env, saved: dict) -> bool:
     """Put a freshly made env into the saved state; False (env untouched) if it is another stack."""
-    layers = _wrappers(env)
-    if [type(layer).__name__ for layer in layers] != saved["layers"]:
+    if [name for name, _ in _layers(env)] != saved["layers"]:
         return False
     core = env.unwrapped
     if "ale" in saved["emulator"]:
         import ale_py  # only Atari states need it; envs.py has imported it already
 
-        core.ale.restoreState(ale_py.ALEState(saved["emulator"]["ale"]))
+        state = ale_py.ALEState(saved["emulator"]["ale"])
+        core.ale.restoreState(state)
+        if saved["emulator"].get("held_action") is not None:  # states saved before it was kept lack it
+            set_held_action(core.ale, saved["emulator"]["held_action"], state)
     else:
         core.state = decode(saved["emulator"]["state"])
         core.steps_beyond_terminated = saved["emulator"]["steps_beyond_terminated"]
-    for layer, fields in zip(layers, saved["wrappers"]):
-        for key, value in decode(fields).items():
-            setattr(layer, key, value)
+    fields = [decode(layer) for layer in saved["wrappers"]]
+    if hasattr(env, "restore_reference_layers"):
+        env.restore_reference_layers(fields)
+    else:
+        for layer, values in zip(_wrappers(env), fields):
+            for key, value in values.items():
+                setattr(layer, key, value)
     core.np_random.bit_generator.state = decode(saved["np_random"])
     return True
 

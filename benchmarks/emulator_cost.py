@@ -1,18 +1,23 @@
 """How much of an agent step's emulator time is our Python env stack, and how much the emulator.
 
-One process, random actions, three ways of playing K Atari games side by side, measured in
-interleaved blocks so a shared machine's drift hits all three alike:
-- `ours`: K gymnasium envs with the training stack (`make_env(train=True)`), stepped one by one,
-  as a worker's RolloutCollector steps them;
+One process, random actions, five ways of playing K Atari games side by side, measured in
+interleaved blocks so a shared machine's drift hits all of them alike:
+- `gymnasium`: K envs with the gymnasium training stack (`make_env(train=True, lean=False)`),
+  stepped one by one, as a worker's RolloutCollector steps them (called `ours` before the lean
+  stack existed);
+- `lean`: the same with the lean training stack (`make_env(train=True)`, a3c_torch/atari.py),
+  what the workers play;
+- `bare`: the bare ALEInterface doing the lean stack's emulator and observation work and nothing
+  else (4 `act` calls, two grayscale screens, their max, the INTER_AREA resize): the floor for
+  any stack that gives these observations;
 - `vector`: ale-py's AtariVectorEnv with the same preprocessing done in C++ (frame skip 4, max
   of the last two frames, 84x84 grayscale, one frame, sticky actions 0.25, raw rewards, no
   FIRE at reset), on one thread;
-- `raw`: the bare ALEInterface, 4 `act` calls and one grayscale screen per agent step, no resize:
-  a floor for what any Python-driven env stack can cost.
+- `raw`: the bare ALEInterface, 4 `act` calls and one grayscale screen per agent step, no second
+  screen, max or resize: less work than any of the others.
 
-It prints agent steps/s for each and the ratios to `ours`: what replacing our env stack could
-gain at most, before any change to the worker. Usage:
-    python benchmarks/emulator_cost.py [--env-id ALE/Pong-v5] [--envs 4] [--seconds 20]
+It prints agent steps/s for each and the ratios to `gymnasium`. Usage:
+    python benchmarks/emulator_cost.py [--env-id ALE/Pong-v5] [--envs 4] [--seconds 20] [--setups lean bare]
 Take the numbers on an idle machine (benchmarks/run_idle.sh pauses the others).
 """
 
@@ -29,6 +34,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import ale_py  # noqa: E402
+import cv2  # noqa: E402
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -37,8 +43,8 @@ from a3c_torch.envs import EnvSettings, make_env  # noqa: E402
 BLOCK_S = 2.0  # one interleaved block per setup
 
 
-def ours(env_id: str, envs: int, rng):
-    games = [make_env(EnvSettings(env_id), seed=k, train=True) for k in range(envs)]
+def stack(env_id: str, envs: int, rng, lean: bool):
+    games = [make_env(EnvSettings(env_id), seed=k, train=True, lean=lean) for k in range(envs)]
     for k, env in enumerate(games):
         env.reset(seed=k)
     actions = games[0].action_space.n
@@ -51,6 +57,14 @@ def ours(env_id: str, envs: int, rng):
         return envs
 
     return play
+
+
+def gymnasium(env_id: str, envs: int, rng):
+    return stack(env_id, envs, rng, lean=False)
+
+
+def lean(env_id: str, envs: int, rng):
+    return stack(env_id, envs, rng, lean=True)
 
 
 def vector(env_id: str, envs: int, rng):
@@ -69,7 +83,7 @@ def vector(env_id: str, envs: int, rng):
     return play
 
 
-def raw(env_id: str, envs: int, rng):
+def bare_games(env_id: str, envs: int) -> list:
     games = []
     for k in range(envs):
         ale = ale_py.ALEInterface()
@@ -77,6 +91,32 @@ def raw(env_id: str, envs: int, rng):
         ale.setFloat("repeat_action_probability", 0.25)
         ale.loadROM(ale_py.roms.get_rom_path(gym.spec(env_id).kwargs["game"]))
         games.append(ale)
+    return games
+
+
+def bare(env_id: str, envs: int, rng):
+    games = bare_games(env_id, envs)
+    action_set = games[0].getMinimalActionSet()
+    frames = [np.zeros(games[0].getScreenDims(), dtype=np.uint8) for _ in range(2)]
+
+    def play() -> int:
+        for ale in games:
+            action = action_set[int(rng.integers(len(action_set)))]
+            for t in range(4):
+                ale.act(action)
+                if t >= 2:
+                    ale.getScreenGrayscale(frames[3 - t])
+            np.maximum(frames[0], frames[1], out=frames[0])
+            cv2.resize(frames[0], (84, 84), interpolation=cv2.INTER_AREA)
+            if ale.game_over():
+                ale.reset_game()
+        return envs
+
+    return play
+
+
+def raw(env_id: str, envs: int, rng):
+    games = bare_games(env_id, envs)
     action_set = games[0].getMinimalActionSet()
     screen = np.empty(games[0].getScreenDims(), dtype=np.uint8)
 
@@ -93,7 +133,7 @@ def raw(env_id: str, envs: int, rng):
     return play
 
 
-SETUPS = {"ours": ours, "vector": vector, "raw": raw}
+SETUPS = {"gymnasium": gymnasium, "lean": lean, "bare": bare, "vector": vector, "raw": raw}
 
 
 def main() -> int:
@@ -101,11 +141,13 @@ def main() -> int:
     parser.add_argument("--env-id", default="ALE/Pong-v5")
     parser.add_argument("--envs", type=int, default=4, help="games played side by side (a worker's --envs-per-process)")
     parser.add_argument("--seconds", type=float, default=20.0, help="measured seconds per setup")
+    parser.add_argument("--setups", nargs="+", choices=list(SETUPS), default=list(SETUPS), help="which to measure (gymnasium, the ratios' base, is always measured)")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
     ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
     rng = np.random.default_rng(0)
-    players = {name: make(args.env_id, args.envs, rng) for name, make in SETUPS.items()}
+    chosen = ["gymnasium"] + [name for name in args.setups if name != "gymnasium"]
+    players = {name: SETUPS[name](args.env_id, args.envs, rng) for name in chosen}
     for play in players.values():  # warm up
         for _ in range(50):
             play()
@@ -122,9 +164,9 @@ def main() -> int:
     rates = {name: steps[name] / seconds for name in players}
     load = os.getloadavg()
     print(f"{args.env_id}, {args.envs} games side by side, {seconds:.0f} s each, interleaved; load average {load[0]:.2f}")
-    print(f"{'setup':8} {'steps/s':>9} {'x ours':>7} {'us/step':>8} {'cpu/wall':>8}")
+    print(f"{'setup':10} {'steps/s':>9} {'x gym':>7} {'us/step':>8} {'cpu/wall':>8}")
     for name in players:
-        print(f"{name:8} {rates[name]:9.0f} {rates[name] / rates['ours']:7.2f} {1e6 / rates[name]:8.0f} {cpu[name] / seconds:8.2f}")
+        print(f"{name:10} {rates[name]:9.0f} {rates[name] / rates['gymnasium']:7.2f} {1e6 / rates[name]:8.0f} {cpu[name] / seconds:8.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps({"env_id": args.env_id, "envs": args.envs, "seconds": seconds, "steps_per_s": rates,
                                                "cpu_per_wall": {n: cpu[n] / seconds for n in players}, "load_average": load}, indent=2) + "\n")

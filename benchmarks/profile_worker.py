@@ -16,7 +16,7 @@ when needed, Gumbel-max sampling, GAE on floats) were prototyped and measured ag
 the time by this script as it was at commit 055d83e; run it in a checkout of that commit
 (`git worktree add /tmp/a3c-055d83e 055d83e`) for those before/after figures.
 
-    .venv/bin/python benchmarks/profile_worker.py [--rollouts 60] [--env-id ALE/Breakout-v5] [--json FILE]
+    .venv/bin/python benchmarks/profile_worker.py [--rollouts 60] [--env-id ALE/Breakout-v5] [--env-stack lean|gymnasium] [--json FILE]
 """
 
 from __future__ import annotations
@@ -115,11 +115,12 @@ class Worker:
     timers: Timers | None
 
 
-def make_worker(cfg: Config, seed: int, timers: Timers | None = None, forward_label: str = "acting forward") -> Worker:
+def make_worker(cfg: Config, seed: int, timers: Timers | None = None, forward_label: str = "acting forward", lean: bool = True) -> Worker:
     """What a3c_torch.worker._work and the trainer build, in one process; `timers` instruments it
-    (env step and reset, every `local(...)` call as `forward_label`, local.forward_sequence)."""
+    (env step and reset, every `local(...)` call as `forward_label`, local.forward_sequence).
+    `lean` picks the Atari env stack: the lean one the workers play, or the gymnasium one."""
     seed_everything(seed)
-    envs = [make_env(EnvSettings.from_config(cfg), seed=env_seed(seed, k), train=True) for k in range(cfg.envs_per_process)]
+    envs = [make_env(EnvSettings.from_config(cfg), seed=env_seed(seed, k), train=True, lean=lean) for k in range(cfg.envs_per_process)]
     if timers is not None:  # env.step and env.reset: the whole training env stack
         for env in envs:
             time_method(env, "step", timers, "emulator step")
@@ -134,9 +135,9 @@ def make_worker(cfg: Config, seed: int, timers: Timers | None = None, forward_la
     return Worker(envs, shared, optimizer, local, RolloutCollector(envs, local, seed), timers)
 
 
-def make_classic(cfg: Config, seed: int, timers: Timers) -> ClassicWorker:
+def make_classic(cfg: Config, seed: int, timers: Timers, lean: bool = True) -> ClassicWorker:
     """The classic pattern with one env and the same trunk, its env and forward calls timed."""
-    w = make_worker(dataclasses.replace(cfg, envs_per_process=1), seed, timers, forward_label="forward (autograd)")
+    w = make_worker(dataclasses.replace(cfg, envs_per_process=1), seed, timers, forward_label="forward (autograd)", lean=lean)
     classic = ClassicWorker(w.envs[0], w.local, w.shared, w.optimizer, seed)
     classic.timers = timers
     return classic
@@ -233,10 +234,11 @@ def network_cpu(rows) -> float:
 def run_loops(args, cfg: Config) -> dict:
     """The whole loop in each variant, interleaved in blocks of rollouts."""
     t_worker, t_classic = Timers(), Timers()
+    lean = args.env_stack == "lean"
     variants = {
-        "worker": (make_worker(cfg, args.seed), worker_update),
-        "worker (timed)": (make_worker(cfg, args.seed, t_worker), worker_update_timed),
-        "classic (timed)": (make_classic(cfg, args.seed, t_classic), classic_update_timed),
+        "worker": (make_worker(cfg, args.seed, lean=lean), worker_update),
+        "worker (timed)": (make_worker(cfg, args.seed, t_worker, lean=lean), worker_update_timed),
+        "classic (timed)": (make_classic(cfg, args.seed, t_classic, lean=lean), classic_update_timed),
     }
     for worker, update in variants.values():  # warm-up: lazy imports, first optimizer step, allocator
         for _ in range(args.warmup):
@@ -272,11 +274,12 @@ def main() -> int:
     parser.add_argument("--block", type=int, default=10, help="rollouts per interleaved block")
     parser.add_argument("--warmup", type=int, default=5, help="rollouts per variant before timing")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--env-stack", choices=("lean", "gymnasium"), default="lean", help="Atari env stack: the lean one (what the workers play) or the gymnasium one (its reference)")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
     cfg = Config(env_id=args.env_id, num_steps=args.num_steps, model=args.model, envs_per_process=args.envs_per_process)
 
-    print(f"{args.env_id}, model {cfg.model}, {cfg.envs_per_process} envs per worker, rollouts of {cfg.num_steps} steps, torch {torch.__version__}, {torch.get_num_threads()} thread, load average {os.getloadavg()}", flush=True)
+    print(f"{args.env_id} ({args.env_stack} env stack), model {cfg.model}, {cfg.envs_per_process} envs per worker, rollouts of {cfg.num_steps} steps, torch {torch.__version__}, {torch.get_num_threads()} thread, load average {os.getloadavg()}", flush=True)
     print(f"whole loops: 3 variants x {args.rollouts} rollouts, interleaved ...", file=sys.stderr, flush=True)
     loops = run_loops(args, cfg)
     totals, rows = loops["median_block_us_per_step"], loops["breakdown"]

@@ -2,10 +2,10 @@
 
 What it measures
 ----------------
-(a) Emulator ceiling. The training env stack (`make_env(EnvSettings(env_id), train=True)`: ALE with
-    sticky actions, AtariPreprocessing with frame-skip 4 and --screen-size grayscale (default: train.py's,
-    84x84), episode statistics, life-loss terminals, FIRE on reset, reward clipping) driven by a
-    random policy in one process:
+(a) Emulator ceiling. The training env stack the workers play (`make_env(EnvSettings(env_id), train=True)`,
+    the lean one on the bare ALE: sticky actions, frame-skip 4 with the max of the last two frames,
+    --screen-size grayscale (default: train.py's, 84x84), episode statistics, life-loss terminals,
+    FIRE at a game's start, reward clipping) driven by a random policy in one process:
     agent steps/s on one core. Then the same in N processes at once (N = --max-processes), which
     gives the per-core speed when every core is busy (shared caches, memory bandwidth, turbo).
     Each process warms up for --emulator-warmup seconds, then counts steps for --emulator-seconds.

@@ -7,6 +7,10 @@ from a3c_torch.envs import ClipReward, EnvSettings, is_atari, make_env, probe_sp
 from a3c_torch.errors import UsageError
 
 
+# The Atari stack's two builds: the lean one (the default) and the gymnasium one it stands for.
+STACKS = pytest.mark.parametrize("lean", [True, False], ids=["lean", "gymnasium"])
+
+
 def wrappers_of(env):
     names = []
     while hasattr(env, "env"):
@@ -15,8 +19,9 @@ def wrappers_of(env):
     return names
 
 
-def test_atari_observation_shape_and_dtype():
-    env = make_env(EnvSettings("ALE/Pong-v5", screen_size=42), seed=0, train=True)
+@STACKS
+def test_atari_observation_shape_and_dtype(lean):
+    env = make_env(EnvSettings("ALE/Pong-v5", screen_size=42), seed=0, train=True, lean=lean)
     obs, _ = env.reset(seed=0)
     assert obs.shape == (42, 42) and obs.dtype == np.uint8
     assert env.observation_space.shape == (42, 42)
@@ -26,19 +31,22 @@ def test_atari_observation_shape_and_dtype():
     env.close()
 
 
-def test_screen_size_and_sticky_actions_are_passed_through():
-    env = make_env(EnvSettings("ALE/Pong-v5", screen_size=64, repeat_action_probability=0.0), train=False)
+@STACKS
+def test_screen_size_and_sticky_actions_are_passed_through(lean):
+    env = make_env(EnvSettings("ALE/Pong-v5", screen_size=64, repeat_action_probability=0.0), train=False, lean=lean)
     assert env.observation_space.shape == (64, 64)
+    assert env.reset(seed=0)[0].shape == (64, 64)
     assert env.unwrapped.ale.getFloat("repeat_action_probability") == 0.0
     env.close()
-    env = make_env(EnvSettings("ALE/Pong-v5"), train=True)
+    env = make_env(EnvSettings("ALE/Pong-v5"), train=True, lean=lean)
     assert env.unwrapped.ale.getFloat("repeat_action_probability") == pytest.approx(0.25), "v5 default: sticky actions on"
     env.close()
 
 
 def test_training_and_evaluation_stacks_differ_as_specified():
-    train = wrappers_of(make_env(EnvSettings("ALE/Breakout-v5"), train=True))
-    evaluation = wrappers_of(make_env(EnvSettings("ALE/Breakout-v5"), train=False))
+    # The gymnasium stack's wrappers; the lean stack reproduces them (tests/test_atari.py).
+    train = wrappers_of(make_env(EnvSettings("ALE/Breakout-v5"), train=True, lean=False))
+    evaluation = wrappers_of(make_env(EnvSettings("ALE/Breakout-v5"), train=False, lean=False))
     for name in ("ClipReward", "LifeLossTerminal"):
         assert name in train and name not in evaluation
     for name in ("RecordEpisodeStatistics", "AtariPreprocessing", "FireOnReset"):
@@ -47,11 +55,12 @@ def test_training_and_evaluation_stacks_differ_as_specified():
     # FIRE sits below life-loss: it is pressed when a game starts, not after every lost life.
     assert train.index("RecordEpisodeStatistics") > train.index("FireOnReset") > train.index("LifeLossTerminal") > train.index("ClipReward")
     # Games without a FIRE action get no FireOnReset.
-    assert "FireOnReset" not in wrappers_of(make_env(EnvSettings("ALE/Freeway-v5"), train=True))
+    assert "FireOnReset" not in wrappers_of(make_env(EnvSettings("ALE/Freeway-v5"), train=True, lean=False))
 
 
-def test_life_loss_is_terminal_for_the_learner_but_the_game_goes_on():
-    env = make_env(EnvSettings("ALE/Breakout-v5", repeat_action_probability=0.0), seed=0, train=True)
+@STACKS
+def test_life_loss_is_terminal_for_the_learner_but_the_game_goes_on(lean):
+    env = make_env(EnvSettings("ALE/Breakout-v5", repeat_action_probability=0.0), seed=0, train=True, lean=lean)
     env.reset(seed=0)
     ale = env.unwrapped.ale
     lives_at_start = ale.lives()
@@ -76,12 +85,13 @@ def noop_steps_until_a_life_is_lost(env, limit):
     return None
 
 
+@STACKS
 @pytest.mark.parametrize("train", [True, False])
-def test_fire_is_pressed_when_a_game_starts_and_never_after_a_lost_life(train):
+def test_fire_is_pressed_when_a_game_starts_and_never_after_a_lost_life(train, lean):
     """The same FIRE protocol in both stacks: after a real reset the ball is in play (a paddle
     that never moves loses a life), after a lost life it is not (no life is lost however long
     the agent waits) until the agent presses FIRE itself."""
-    env = make_env(EnvSettings("ALE/Breakout-v5", repeat_action_probability=0.0), seed=0, train=train)
+    env = make_env(EnvSettings("ALE/Breakout-v5", repeat_action_probability=0.0), seed=0, train=train, lean=lean)
     env.reset(seed=0)
     assert noop_steps_until_a_life_is_lost(env, 500) is not None, "FIRE at the game's start launched the ball"
     if train:
@@ -92,8 +102,9 @@ def test_fire_is_pressed_when_a_game_starts_and_never_after_a_lost_life(train):
     env.close()
 
 
-def test_evaluation_rewards_are_raw_and_episodes_are_whole_games():
-    env = make_env(EnvSettings("ALE/Breakout-v5", repeat_action_probability=0.0), seed=0, train=False)
+@STACKS
+def test_evaluation_rewards_are_raw_and_episodes_are_whole_games(lean):
+    env = make_env(EnvSettings("ALE/Breakout-v5", repeat_action_probability=0.0), seed=0, train=False, lean=lean)
     env.reset(seed=0)
     rng = np.random.default_rng(0)
     for _ in range(20000):
