@@ -17,11 +17,19 @@ from typing import Optional
 
 from a3c_torch.errors import UsageError
 
-# The default learning rate is this per env of a worker: an update sums the rollouts of
-# --envs-per-process K envs, so a worker makes 1/K of the updates per agent step, and K times the
-# single-env rate keeps the progress per step (K = 4 and Adam: 4e-4 learned Breakout about 3x and
-# Pong far faster per step than 1e-4; results/breakout-a3c-k4-lr4e-4, results/pong-a3c-k4).
-OPTIMIZER_LR_PER_ENV = {"adam": 1e-4, "rmsprop": 7e-4}
+# The default learning rate for --envs-per-process K. An update sums the rollouts of K envs (K x
+# --num-steps agent steps), so a worker makes 1/K of the updates per agent step. Adam moves every
+# weight by about the lr per update whatever the gradient's scale, and where the gradient's noise
+# dominates (most of training) its progress per agent step, and its noise, stay the same when the
+# lr grows as sqrt(K), not as K: the square-root scaling rule of adaptive optimizers
+# (tests/test_lr_scaling.py shows it on SharedAdam). So Adam takes 2e-4 x sqrt(K): 4e-4 at K = 4,
+# what learned Breakout about 3x and Pong far faster per step than 1e-4 (results/breakout-a3c-k4-
+# lr4e-4, results/pong-a3c-k4). The rule until 2026-12-06 was 1e-4 x K, which starved small K:
+# 8 workers at K = 2 and 2e-4 trailed 2 workers by 10-25% per 0.5M steps of Breakout
+# (results/breakout-8-workers). RMSProp with the paper's eps 0.1 steps more like SGD, whose rule
+# is linear: 7e-4 x K (not measured here).
+ADAM_LR_PER_SQRT_ENV = 2e-4
+RMSPROP_LR_PER_ENV = 7e-4
 
 # Hogwild staleness. With N workers about N - 1 other updates land between a worker's copy of the
 # shared weights and its own update (losses/staleness), and Adam moves every weight by about the
@@ -29,7 +37,8 @@ OPTIMIZER_LR_PER_ENV = {"adam": 1e-4, "rmsprop": 7e-4}
 # lr x sqrt(N - 1) of 4e-4 (2 workers at 4e-4) and 5.3e-4 (8 workers at 2e-4) learned; 6.9e-4 (4
 # workers at 4e-4) and 1.06e-3 (8 at 4e-4) stayed at the uniform policy, their FC units dying.
 # The default keeps lr x sqrt(N - 1) within the budget: first with fewer envs per worker (K from 4
-# down to 1, the lr staying 1e-4 x K, so the progress per agent step stays), then with a lower lr.
+# down to 1, the lr staying 2e-4 x sqrt(K), so the progress per agent step stays), then, past 8
+# workers, with a lower lr.
 STALENESS_BUDGET = 5.3e-4
 # The most envs per worker the default takes (measured with 1 and 2 workers; more amortise the
 # network no further, see docs/benchmarks.md).
@@ -41,9 +50,16 @@ def staleness_lr_cap(num_processes: int) -> float:
     return STALENESS_BUDGET / math.sqrt(max(1, num_processes - 1))
 
 
+def optimizer_lr(optimizer: str, envs_per_process: int) -> float:
+    """The learning rate for K envs per worker before the staleness cap: equal progress per agent step for any K."""
+    if optimizer == "adam":
+        return ADAM_LR_PER_SQRT_ENV * math.sqrt(envs_per_process)
+    return RMSPROP_LR_PER_ENV * envs_per_process
+
+
 def default_envs_per_process(num_processes: int) -> int:
-    """K for N workers: the largest K <= 4 whose lr (1e-4 x K) is within the staleness cap, at least 1."""
-    fits = int(staleness_lr_cap(num_processes) / OPTIMIZER_LR_PER_ENV["adam"] + 1e-6)
+    """K for N workers: the largest K <= 4 whose Adam lr (2e-4 x sqrt(K)) is within the staleness cap, at least 1."""
+    fits = int((staleness_lr_cap(num_processes) / ADAM_LR_PER_SQRT_ENV) ** 2 + 1e-6)
     return max(1, min(DEFAULT_ENVS_PER_PROCESS, fits))
 
 # Upper bounds that keep a typo from asking for terabytes: an LSTM of 1,000,000 is a 16 TB weight
@@ -77,12 +93,12 @@ class Config:
     model: str = _setting("a3c-centred", "conv trunk for Atari frames: a3c-centred (the a3c trunk on frames minus their mean; learned Pong far sooner than a3c), a3c (the A3C paper's: conv 16 8x8/4, conv 32 4x4/2, FC 256, ReLU; Mnih et al. 2016), a3c-elu (the same layers with ELU; learned Pong worse) or universe (4x conv 32 3x3/2, ELU; about 3x the network time per step)", choices=MODELS)
     # --- processes ---
     num_processes: int = _setting(os.cpu_count() or 1, "number of Hogwild worker processes, one per CPU core is the intended use (default: this machine's CPU count, %(default)s)")
-    envs_per_process: Optional[int] = _setting(None, "envs each worker plays side by side, one batched forward for all of them and one update per rollout of K x NUM_STEPS steps (1 is the A3C paper's worker; more envs amortise the network's per-call cost) (default: 4 for 1 or 2 workers, 3 for 3 or 4, 2 for 5 to 8, 1 for more: with N workers about N - 1 stale updates land inside each rollout, and fewer envs keep them small at the same progress per step; see losses/staleness and docs/training.md)")
+    envs_per_process: Optional[int] = _setting(None, "envs each worker plays side by side, one batched forward for all of them and one update per rollout of K x NUM_STEPS steps (1 is the A3C paper's worker; more envs amortise the network's per-call cost) (default: 4 for 1 or 2 workers, 3 for 3, 2 for 4, 1 for 5 or more: with N workers about N - 1 stale updates land inside each rollout, and fewer envs keep them small at the same progress per step; see losses/staleness and docs/training.md)")
     max_steps: int = _setting(20_000_000, "stop after this many agent steps, summed over all workers (Atari frames = steps x 4); workers finish the rollout they are in, so a run ends slightly past it (by less than one rollout per worker)")
     start_method: str = _setting("spawn", "multiprocessing start method (spawn is the safe choice with CUDA and OpenMP)", choices=("spawn", "forkserver", "fork"))
     # --- algorithm ---
     num_steps: int = _setting(20, "rollout length: steps each worker plays between two updates")
-    lr: Optional[float] = _setting(None, "learning rate (default: 1e-4 x ENVS_PER_PROCESS with --optimizer adam, at most 5.3e-4 / sqrt(NUM_PROCESSES - 1); 7e-4 x ENVS_PER_PROCESS with rmsprop. So 4e-4 with 1 or 2 workers, 2e-4 with 8 (2 envs each): an update sums the rollouts of the worker's envs, so it makes 1/K of the updates per step, and each of the N - 1 updates that land inside a rollout moves the weights by about the lr)")
+    lr: Optional[float] = _setting(None, "learning rate (default: 2e-4 x sqrt(ENVS_PER_PROCESS) with --optimizer adam, at most 5.3e-4 / sqrt(NUM_PROCESSES - 1); 7e-4 x ENVS_PER_PROCESS with rmsprop. So 4e-4 with 1 or 2 workers, 2e-4 with 5 to 8 (1 env each), 1.4e-4 with 16: Adam's progress per agent step stays the same when its lr grows as the square root of the rollouts an update sums, and each of the N - 1 updates that land inside a rollout moves the weights by about the lr)")
     lr_schedule: str = _setting("linear", "learning-rate schedule: linear from --lr at step 0 down to 0 at --max-steps (the A3C paper's annealing; it follows the global step, so a run resumed with a larger --max-steps goes on along the new line), or constant", choices=("linear", "constant"))
     optimizer: str = _setting("adam", "shared optimizer: adam (SharedAdam) or rmsprop (the paper's shared RMSProp, alpha 0.99, eps 0.1)", choices=("adam", "rmsprop"))
     gamma: float = _setting(0.99, "discount factor")
@@ -113,11 +129,11 @@ class Config:
     def learning_rate(self) -> float:
         if self.lr is not None:
             return self.lr
-        per_step = OPTIMIZER_LR_PER_ENV[self.optimizer] * self.envs_per_process
+        lr = optimizer_lr(self.optimizer, self.envs_per_process)
         if self.optimizer != "adam" or self.num_processes <= 1:
-            return per_step
-        # Past 29 workers one env each is not enough: the lr itself keeps the staleness budget.
-        return min(per_step, staleness_lr_cap(self.num_processes))
+            return lr
+        # Past 8 workers one env each is not enough: the lr itself keeps the staleness budget.
+        return min(lr, staleness_lr_cap(self.num_processes))
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
