@@ -15,6 +15,7 @@ import torch
 
 from a3c_torch.envs import EnvSettings, make_env
 from a3c_torch.errors import UsageError
+from a3c_torch.messages import Evaluation
 from a3c_torch.model import ActorCritic, sample_action
 from a3c_torch.processes import parent_alive, run_child, setup_child
 
@@ -106,10 +107,10 @@ def _evaluate_periodically(cfg, shared_model, global_steps, stop_event, stats_qu
         if len(results) < cfg.eval_episodes:
             break  # stopped mid-evaluation: a partial mean would be misleading
         summary = summarize(results)
-        improved = best_so_far is None or summary["mean"] > best_so_far
-        if improved:
+        # The one place that decides what is a new best (the run's saved best is where it starts).
+        new_best = best_so_far is None or summary["mean"] > best_so_far
+        if new_best:
             best_so_far = summary["mean"]
-        # The weights that earned the score travel with it, so best.pt holds exactly them.
-        stats_queue.put(("eval", step, summary["mean"], summary["std"], summary["mean_length"], weights if improved else None))
+        stats_queue.put(Evaluation(step, summary["mean"], summary["std"], summary["mean_length"], new_best, weights if new_best else None))
         next_eval = time.monotonic() + cfg.eval_interval
     env.close()

@@ -36,6 +36,7 @@ import time
 import traceback
 
 from a3c_torch.errors import UsageError
+from a3c_torch.messages import ChildFailed
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_NAME = 15
@@ -175,7 +176,7 @@ def run_child(name: str, stats_queue, body, *args) -> None:
     except BaseException as exc:  # noqa: BLE001 - report everything, then die non-zero
         if isinstance(exc, SystemExit) and not exc.code:
             raise
-        stats_queue.put(("error", name, traceback.format_exc()))
+        stats_queue.put(ChildFailed(name, traceback.format_exc()))
         if parent_alive(parent_pid):
             stats_queue.close()
             stats_queue.join_thread()  # the traceback must be in the pipe before we exit

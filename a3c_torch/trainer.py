@@ -21,6 +21,7 @@ from a3c_torch.config import Config, changed_settings, config_for_resume, valida
 from a3c_torch.envs import probe_env
 from a3c_torch.errors import UsageError, require_writable
 from a3c_torch.evaluator import evaluator_main, resolve_device
+from a3c_torch.messages import ChildFailed, Evaluation, WorkerState
 from a3c_torch.metrics import Metrics
 from a3c_torch.model import ActorCritic
 from a3c_torch.optim import at_scheduled_lr, make_optimizer, rate_change_on_resume, scheduled_lr
@@ -189,14 +190,14 @@ class Trainer:
             start_resource_tracker()  # before the counter and queue below register their semaphores with it
         self.global_steps = StepCounter(ctx, self.start_step)
         self.stop_event = StopFlag(ctx)
-        self.stats = ctx.Queue()
+        self.to_trainer = ctx.Queue()
         parent_pid = os.getpid()
         for rank in range(self.num_workers):
             start = (worker_seed(cfg.seed, self.worker_rank_offset + rank, self.start_step), self.saved_worker_states.get(rank))
-            args = (rank, cfg, self.model, self.optimizer, self.global_steps, self.stop_event, self.stats, parent_pid, *start)
+            args = (rank, cfg, self.model, self.optimizer, self.global_steps, self.stop_event, self.to_trainer, parent_pid, *start)
             self.processes[f"worker {rank}"] = ctx.Process(target=child_main, args=(ChildStart(parent_pid), worker_main, *args), name=f"a3c-worker-{rank}", daemon=True)
         if cfg.evaluator:
-            args = (cfg, self.model, self.global_steps, self.stop_event, self.stats, parent_pid, str(self.eval_device), self.best_eval)
+            args = (cfg, self.model, self.global_steps, self.stop_event, self.to_trainer, parent_pid, str(self.eval_device), self.best_eval)
             self.processes["evaluator"] = ctx.Process(target=child_main, args=(ChildStart(parent_pid), evaluator_main, *args), name="a3c-evaluator", daemon=True)
 
     def _run(self) -> int:
@@ -207,7 +208,6 @@ class Trainer:
             self.metrics = Metrics(self.run_dir, cfg.to_dict(), self.start_step, cfg.max_steps, lambda step: scheduled_lr(cfg.learning_rate, cfg.lr_schedule, step, cfg.max_steps), cfg.log_interval, resumed=self.resumed_in_place, sps_window=self.sps_window)
         except OSError as exc:
             raise UsageError(f"{self.run_dir}: cannot write TensorBoard events there ({exc.strerror or exc})") from None
-        self.metrics.best_eval = self.best_eval  # a resumed run's best so far (eval/best_episodic_return)
         if self.run_dir is not None:
             print(f"run directory: {self.run_dir}", flush=True)
         if cfg.resume:
@@ -296,37 +296,36 @@ class Trainer:
         pass
 
     def _drain(self, timeout: float):
-        """Handle the queued stats; returns (name, traceback) if a child reported a crash."""
+        """Handle the children's messages; returns (name, traceback) if a child reported a crash."""
         failure = None
         deadline = time.monotonic() + timeout
         while True:
             try:
-                message = self.stats.get(timeout=max(0.0, deadline - time.monotonic()))
+                message = self.to_trainer.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 return failure
             except Exception as exc:  # noqa: BLE001 - e.g. tensors from a child that has exited since
                 print(f"warning: lost a message from a child process ({type(exc).__name__}: {exc})", file=sys.stderr, flush=True)
                 continue
-            if message[0] == "error":
-                failure = failure or (message[1], message[2])
-            elif message[0] == "worker_state":
-                self.final_worker_states[message[1]] = unpack(message[2])
-            elif message[0] == "eval":
+            if isinstance(message, ChildFailed):
+                failure = failure or (message.name, message.traceback)
+            elif isinstance(message, WorkerState):
+                self.final_worker_states[message.rank] = unpack(message.packed)
+            elif isinstance(message, Evaluation):
                 self._on_eval(message)
             else:
                 self._on_stats(message)
 
-    def _on_eval(self, message) -> None:
-        step, mean, weights = message[1], message[2], message[5]
-        self.metrics.handle(message[:5])
-        if weights is not None and (self.best_eval is None or mean > self.best_eval):
-            previous, self.best_eval = self.best_eval, mean
-            if not self.save("best.pt", step, model_state=weights):
+    def _on_eval(self, evaluation: Evaluation) -> None:
+        self.metrics.handle(evaluation)
+        if evaluation.new_best:  # the evaluator's call (messages.Evaluation)
+            previous, self.best_eval = self.best_eval, evaluation.mean
+            if not self.save("best.pt", evaluation.step, model_state=evaluation.weights):
                 self.best_eval = previous  # latest.pt must not claim a best that best.pt does not hold
         target = self.cfg.target_eval_return
-        if target is not None and mean >= target and not self.target_reached:
+        if target is not None and evaluation.mean >= target and not self.target_reached:
             self.target_reached = True
-            self.metrics.say(f"evaluation mean {mean:.2f} reached --target-eval-return {target:g}: stopping")
+            self.metrics.say(f"evaluation mean {evaluation.mean:.2f} reached --target-eval-return {target:g}: stopping")
 
     def _dead_child(self):
         for name, process in self.processes.items():

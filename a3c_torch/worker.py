@@ -23,12 +23,13 @@ import torch
 from a3c_torch.envs import EnvSettings, make_env
 from a3c_torch.faults import FaultPlan
 from a3c_torch.losses import LossTerms, a3c_loss, gae, next_state_values
+from a3c_torch.messages import Episode, Losses, WorkerState
 from a3c_torch.model import ActorCritic, State, sample_action
 from a3c_torch.optim import hand_off_gradients, scheduled_lr, set_learning_rate
 from a3c_torch.processes import parent_alive, run_child, setup_child
 from a3c_torch.worker_state import capture_worker, pack, restore_worker
 
-# Losses are averaged over this many updates before they go on the stats queue.
+# Losses are averaged over this many updates before they go to the trainer.
 UPDATES_PER_REPORT = 10
 # This many non-finite updates in a row mean the run has diverged: stop instead of going on.
 MAX_CONSECUTIVE_SKIPS = 50
@@ -201,14 +202,14 @@ def _work(rank, cfg, shared_model, optimizer, global_steps, stop_event, stats_qu
                 raise FloatingPointError(f"{consecutive_skips} updates in a row had a non-finite loss or gradient; the run has diverged (try a lower --lr)")
         step = global_steps.add(rollout.num_steps)
         for episode_return, length in rollout.episodes:
-            stats_queue.put(("episode", step, episode_return, length))
+            stats_queue.put(Episode(step, episode_return, length))
         steps = float(rollout.num_steps)  # losses are reported per agent step
         sums += (terms.policy_loss.item() / steps, terms.value_loss.item() / steps, terms.entropy.item() / steps, grad_norm, staleness)
         updates += 1
         if updates == UPDATES_PER_REPORT:
-            stats_queue.put(("losses", step, *(sums / updates), skipped))
+            stats_queue.put(Losses.mean_of(step, sums, updates, skipped))
             sums, updates, skipped = np.zeros(len(sums)), 0, 0
     if parent_alive(parent_pid):  # stopped at a rollout boundary: the trainer checkpoints this
-        stats_queue.put(("worker_state", rank, pack(capture_worker(collector))))
+        stats_queue.put(WorkerState(rank, pack(capture_worker(collector))))
     for env in envs:
         env.close()
