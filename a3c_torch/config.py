@@ -128,6 +128,12 @@ class Config:
         return cls(**{**LEGACY_VALUES, **{k: v for k, v in values.items() if k in known}})
 
 
+def with_resolved_lr(cfg: Config) -> Config:
+    """A copy of `cfg` with --lr resolved (its default depends on the optimizer, the envs per worker
+    and the workers): the rate a run trains with and records in its config.json and checkpoints."""
+    return dataclasses.replace(cfg, lr=cfg.learning_rate)
+
+
 def validate(cfg: Config) -> None:
     """Reject values that cannot work, with one line that names the flag."""
     positive_ints = ("num_processes", "envs_per_process", "max_steps", "num_steps", "screen_size", "hidden_size", "eval_episodes")

@@ -17,14 +17,15 @@ import torch.multiprocessing as mp
 
 from a3c_torch.checkpoint import all_finite, load_checkpoint, remove_stale_temp_files, resolve_checkpoint, snapshot
 from a3c_torch.checkpoint_files import CheckpointFiles
-from a3c_torch.config import Config, changed_settings, config_for_resume, validate
+from a3c_torch.config import Config, changed_settings, config_for_resume, validate, with_resolved_lr
 from a3c_torch.envs import probe_env
 from a3c_torch.errors import UsageError, require_writable
 from a3c_torch.evaluator import evaluator_main, resolve_device
 from a3c_torch.messages import ChildFailed, Evaluation, WorkerState
 from a3c_torch.metrics import Metrics
 from a3c_torch.model import ActorCritic
-from a3c_torch.optim import at_scheduled_lr, make_optimizer, rate_change_on_resume, scheduled_lr
+from a3c_torch.lr_schedule import LrSchedule, rate_change_on_resume
+from a3c_torch.optim import make_optimizer
 from a3c_torch.preflight import check_num_steps
 from a3c_torch.processes import ChildStart, StepCounter, StopFlag, child_main, start_children, start_resource_tracker
 from a3c_torch.run_dir import create_run_dir, resume_command, run_dir_of, update_config, why_resume_elsewhere
@@ -56,9 +57,8 @@ class Trainer:
             cfg, saved = config_for_resume(cfg, explicit, checkpoint), Config.from_dict(checkpoint["config"])
             self.changed_settings = changed_settings(saved, cfg) + rate_change_on_resume(saved, cfg, checkpoint["global_step"])
         check_num_steps(cfg)  # also a resumed run's saved setting, and a Trainer made in-process
-        if cfg.lr is None:
-            cfg.lr = cfg.learning_rate
-        self.cfg = cfg
+        self.cfg = cfg = with_resolved_lr(cfg)
+        self.lr_schedule = LrSchedule.of(cfg)
         self.eval_device = resolve_device(cfg.eval_device) if cfg.evaluator else None
         obs_shape, num_actions = probe_env(cfg)
         torch.manual_seed(cfg.seed)  # the initial weights, so that one-worker runs are reproducible
@@ -141,7 +141,7 @@ class Trainer:
         """Write a checkpoint of the shared model and optimizer; True if written (checkpoint_files.py)."""
         payload = {
             "model": model_state if model_state is not None else {k: v.clone() for k, v in self.model.state_dict().items()},
-            "optimizer": at_scheduled_lr(snapshot(self.optimizer.state_dict()), self.cfg.lr_schedule, global_step, self.cfg.max_steps),  # workers keep stepping it meanwhile
+            "optimizer": self.lr_schedule.in_saved_state(snapshot(self.optimizer.state_dict()), global_step),  # workers keep stepping it meanwhile
             "global_step": int(global_step),
             "config": self.cfg.to_dict(),
             "best_eval_return": self.best_eval,
@@ -205,7 +205,7 @@ class Trainer:
         self._create_processes()
         self.started = time.monotonic()
         try:
-            self.metrics = Metrics(self.run_dir, cfg.to_dict(), self.start_step, cfg.max_steps, lambda step: scheduled_lr(cfg.learning_rate, cfg.lr_schedule, step, cfg.max_steps), cfg.log_interval, resumed=self.resumed_in_place, sps_window=self.sps_window)
+            self.metrics = Metrics(self.run_dir, cfg.to_dict(), self.start_step, cfg.max_steps, self.lr_schedule.at, cfg.log_interval, resumed=self.resumed_in_place, sps_window=self.sps_window)
         except OSError as exc:
             raise UsageError(f"{self.run_dir}: cannot write TensorBoard events there ({exc.strerror or exc})") from None
         if self.run_dir is not None:

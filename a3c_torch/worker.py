@@ -25,7 +25,8 @@ from a3c_torch.faults import FaultPlan
 from a3c_torch.losses import LossTerms, a3c_loss, gae, next_state_values
 from a3c_torch.messages import Episode, Losses, WorkerState
 from a3c_torch.model import ActorCritic, State, sample_action
-from a3c_torch.optim import hand_off_gradients, scheduled_lr, set_learning_rate
+from a3c_torch.lr_schedule import LrSchedule
+from a3c_torch.optim import hand_off_gradients
 from a3c_torch.processes import parent_alive, run_child, setup_child
 from a3c_torch.worker_state import capture_worker, pack, restore_worker
 
@@ -181,14 +182,15 @@ def _work(rank, cfg, shared_model, optimizer, global_steps, stop_event, stats_qu
     if saved_state is not None:
         restore_worker(saved_state, collector)
     faults = FaultPlan.for_worker(rank)  # A3C_TORCH_FAULT, for the reliability tests only
+    schedule = LrSchedule.of(cfg)
     sums, updates, skipped, consecutive_skips = np.zeros(5), 0, 0, 0
     while not stop_event.is_set() and global_steps.value < cfg.max_steps and parent_alive(parent_pid):
         updates_at_copy = global_steps.updates
         copy_weights(shared_model, local_model)
         rollout = collector.collect(local_model, cfg.num_steps)
         terms = rollout_loss(local_model, rollout, cfg.gamma, cfg.gae_lambda, cfg.value_loss_coef, cfg.entropy_coef)
-        if cfg.lr_schedule != "constant":
-            set_learning_rate(optimizer, scheduled_lr(cfg.learning_rate, cfg.lr_schedule, global_steps.value, cfg.max_steps))
+        if schedule.varies:
+            schedule.set(optimizer, global_steps.value)
         applied, grad_norm = apply_update(local_model, shared_model, optimizer, faults.on_update(terms.total, shared_model), cfg.max_grad_norm)
         if applied:
             consecutive_skips = 0
