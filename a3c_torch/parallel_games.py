@@ -18,6 +18,7 @@ import ale_py
 import torch
 import torch.multiprocessing as mp
 
+from a3c_torch.child_context import PlayerContext
 from a3c_torch.envs import EnvSettings, make_env
 from a3c_torch.evaluator import EpisodeResult, play_episodes
 from a3c_torch.messages import ChildFailed, GamePlayed
@@ -51,14 +52,9 @@ def play_in_parallel(model: ActorCritic, settings: EnvSettings, games: int, seed
     cpu_model = ActorCritic.like(model)
     cpu_model.load_state_dict({name: tensor.cpu() for name, tensor in model.state_dict().items()})
     cpu_model.share_memory()  # sent to the players once, not copied per game
-    processes = {
-        f"player-{k}": ctx.Process(
-            target=child_main,
-            args=(ChildStart(os.getpid()), run_child, f"player-{k}", from_players, _player, os.getpid(), cpu_model, settings, str(device), greedy, seed, tasks, from_players),
-            daemon=True,
-        )
-        for k in range(players)
-    }
+    contexts = [PlayerContext(index=k, model=cpu_model, settings=settings, device=str(device), greedy=greedy, seed=seed,
+                              tasks=tasks, from_players=from_players, main_pid=os.getpid()) for k in range(players)]
+    processes = {context.name: ctx.Process(target=child_main, args=(ChildStart(os.getpid()), _player, context), daemon=True) for context in contexts}
     done: dict[int, EpisodeResult] = {}
     try:
         start_children(processes)
@@ -110,18 +106,23 @@ def _next_message(from_players, processes: dict) -> GamePlayed | ChildFailed:
             return message
 
 
-def _player(parent_pid: int, model: ActorCritic, settings: EnvSettings, device: str, greedy: bool, seed: int, tasks, from_players) -> None:
-    """A child: play the games named on `tasks` until told there are no more."""
-    setup_child(parent_pid)
+def _player(context: PlayerContext) -> None:
+    """A child's entry point: play games until told there are no more; a crash is reported."""
+    run_child(context.name, context.from_players, _play_games, context)
+
+
+def _play_games(context: PlayerContext) -> None:
+    """Play the games named on `tasks` until told there are no more."""
+    setup_child(context.main_pid)
     # ALE's banner for every new emulator, as in the main process: it would bury the score lines.
     ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
-    device = torch.device(device)
-    model = model.to(device).eval()
-    env = make_env(settings, seed=seed, train=False)
+    device = torch.device(context.device)
+    model = context.model.to(device).eval()
+    env = make_env(context.settings, seed=context.seed, train=False)
     try:
-        while (i := tasks.get()) is not None:
-            from_players.put(GamePlayed(i, play_game(model, env, device, greedy, seed + i)))
-            if not parent_alive(parent_pid):
+        while (i := context.tasks.get()) is not None:
+            context.from_players.put(GamePlayed(i, play_game(model, env, device, context.greedy, context.seed + i)))
+            if not parent_alive(context.main_pid):
                 return
     finally:
         env.close()

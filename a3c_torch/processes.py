@@ -102,7 +102,7 @@ def _let_the_forkserver_go() -> None:
 
 
 def child_main(start: ChildStart, body, *args) -> None:
-    """Every child's process target: `body(*args)`, once the child is armed."""
+    """Every child's process target: `body(*args)` (a context object: child_context.py), once the child is armed."""
     arm_child(start.trainer_pid)  # again: with the fork start method nothing was unpickled
     body(*args)
 
@@ -142,9 +142,9 @@ def start_children(processes: dict) -> None:
                 raise UsageError(f"--num-processes {workers}: the system refused to start {name} ({exc.strerror or exc}); use fewer processes") from None
 
 
-def setup_child(parent_pid: int) -> None:
+def setup_child(trainer_pid: int) -> None:
     """At the start of a child's body: armed (again), and one intra-op thread."""
-    arm_child(parent_pid)
+    arm_child(trainer_pid)
     import torch  # here, not at the top: this module is what a child imports first
 
     # N workers on N cores: more than one intra-op thread each only makes them fight.
@@ -160,31 +160,33 @@ def _parent_of(pid: int) -> int | None:
         return None
 
 
-def parent_alive(parent_pid: int) -> bool:
-    """Is the trainer `parent_pid` still there: our parent (spawn, fork), or our parent's parent
-    (forkserver: the server is the trainer's child). An orphan has been reparented, so neither."""
+def parent_alive(trainer_pid: int) -> bool:
+    """Is the process that started us (the trainer, or evaluate.py's main process) still there: our
+    parent (spawn, fork), or our parent's parent (forkserver: the server is the trainer's child). An
+    orphan has been reparented, so neither."""
     parent = os.getppid()
-    return parent == parent_pid or _parent_of(parent) == parent_pid
+    return parent == trainer_pid or _parent_of(parent) == trainer_pid
 
 
-def run_child(name: str, stats_queue, body, *args) -> None:
-    """Run `body(*args)`; on any exception send its traceback to the trainer and exit 1."""
+def run_child(name: str, to_main, body, *args) -> None:
+    """Run `body(*args)`; on any exception send its traceback to the main process (a ChildFailed on
+    the queue `to_main`) and exit 1."""
     set_process_name(name)
-    parent_pid = _trainer_pid if _trainer_pid is not None else os.getppid()
+    trainer_pid = _trainer_pid if _trainer_pid is not None else os.getppid()
     try:
         body(*args)
     except BaseException as exc:  # noqa: BLE001 - report everything, then die non-zero
         if isinstance(exc, SystemExit) and not exc.code:
             raise
-        stats_queue.put(ChildFailed(name, traceback.format_exc()))
-        if parent_alive(parent_pid):
-            stats_queue.close()
-            stats_queue.join_thread()  # the traceback must be in the pipe before we exit
+        to_main.put(ChildFailed(name, traceback.format_exc()))
+        if parent_alive(trainer_pid):
+            to_main.close()
+            to_main.join_thread()  # the traceback must be in the pipe before we exit
         sys.exit(1)
     finally:
-        if not parent_alive(parent_pid):
+        if not parent_alive(trainer_pid):
             # Nobody reads the queue any more: flushing it at exit could block forever.
-            stats_queue.cancel_join_thread()
+            to_main.cancel_join_thread()
 
 
 class StopFlag:

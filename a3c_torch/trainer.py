@@ -17,6 +17,7 @@ import torch.multiprocessing as mp
 
 from a3c_torch.checkpoint import all_finite, load_checkpoint, remove_stale_temp_files, resolve_checkpoint, snapshot
 from a3c_torch.checkpoint_files import CheckpointFiles
+from a3c_torch.child_context import EvaluatorContext, WorkerContext
 from a3c_torch.config import Config, changed_settings, config_for_resume, validate, with_resolved_lr
 from a3c_torch.envs import probe_env
 from a3c_torch.errors import UsageError, require_writable
@@ -189,16 +190,16 @@ class Trainer:
         with tracker_leak_warning_off():
             start_resource_tracker()  # before the counter and queue below register their semaphores with it
         self.global_steps = StepCounter(ctx, self.start_step)
-        self.stop_event = StopFlag(ctx)
+        self.stop_flag = StopFlag(ctx)
         self.to_trainer = ctx.Queue()
-        parent_pid = os.getpid()
+        shared = dict(cfg=cfg, shared_model=self.model, global_steps=self.global_steps, stop_flag=self.stop_flag, to_trainer=self.to_trainer, trainer_pid=os.getpid())
         for rank in range(self.num_workers):
-            start = (worker_seed(cfg.seed, self.worker_rank_offset + rank, self.start_step), self.saved_worker_states.get(rank))
-            args = (rank, cfg, self.model, self.optimizer, self.global_steps, self.stop_event, self.to_trainer, parent_pid, *start)
-            self.processes[f"worker {rank}"] = ctx.Process(target=child_main, args=(ChildStart(parent_pid), worker_main, *args), name=f"a3c-worker-{rank}", daemon=True)
+            seed = worker_seed(cfg.seed, self.worker_rank_offset + rank, self.start_step)
+            context = WorkerContext(**shared, rank=rank, optimizer=self.optimizer, seed=seed, saved_state=self.saved_worker_states.get(rank))
+            self.processes[context.name] = ctx.Process(target=child_main, args=(ChildStart(os.getpid()), worker_main, context), name=f"a3c-worker-{rank}", daemon=True)
         if cfg.evaluator:
-            args = (cfg, self.model, self.global_steps, self.stop_event, self.to_trainer, parent_pid, str(self.eval_device), self.best_eval)
-            self.processes["evaluator"] = ctx.Process(target=child_main, args=(ChildStart(parent_pid), evaluator_main, *args), name="a3c-evaluator", daemon=True)
+            context = EvaluatorContext(**shared, device=str(self.eval_device), best_so_far=self.best_eval)
+            self.processes[context.name] = ctx.Process(target=child_main, args=(ChildStart(os.getpid()), evaluator_main, context), name="a3c-evaluator", daemon=True)
 
     def _run(self) -> int:
         cfg = self.cfg
@@ -341,7 +342,7 @@ class Trainer:
 
     def _shutdown(self) -> None:
         """Stop event, bounded joins (draining the queue so children can flush), then force."""
-        self.stop_event.set()
+        self.stop_flag.set()
         deadline = time.monotonic() + JOIN_TIMEOUT_S
         started = [p for p in self.processes.values() if p.pid is not None]
         while any(p.is_alive() for p in started) and time.monotonic() < deadline:
