@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import queue
 import signal
 import sys
 import time
@@ -126,7 +127,7 @@ def start_resource_tracker() -> None:
     SIGHUP stays blocked in it; it exits when the trainer does (its pipe closes)."""
     from multiprocessing import resource_tracker
 
-    with group_signals_blocked():
+    with group_signals_blocked(), tracker_leak_warning_off():
         resource_tracker.ensure_running()
 
 
@@ -244,3 +245,83 @@ class StepCounter:
     @property
     def updates(self) -> int:
         return self._updates.get_obj().value
+
+
+class Children:
+    """The trainer's child processes by name ("worker 0", "evaluator"): started with the group's
+    signals blocked, watched for a death, read, and stopped within a bounded time, whatever happens."""
+
+    def __init__(self):
+        self.processes: dict = {}
+
+    def read(self, inbox, timeout: float):
+        """The messages on the queue `inbox` for up to `timeout` seconds (none left: sooner)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                yield inbox.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return
+            except Exception as exc:  # noqa: BLE001 - e.g. tensors from a child that has exited since
+                print(f"warning: lost a message from a child process ({type(exc).__name__}: {exc})", file=sys.stderr, flush=True)
+
+    def add(self, ctx, body, context) -> None:
+        """A child (not started yet) that runs `body(context)` once armed; context.name names it."""
+        process_name = "a3c-" + context.name.replace(" ", "-")
+        self.processes[context.name] = ctx.Process(target=child_main, args=(ChildStart(os.getpid()), body, context), name=process_name, daemon=True)
+
+    def start(self) -> None:
+        start_children(self.processes)
+
+    def first_dead(self) -> tuple[str, str] | None:
+        """(name, how it died) of a child that exited non-zero, else None."""
+        for name, process in self.processes.items():
+            code = process.exitcode
+            if code not in (None, 0):
+                how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+                return name, f"{name} died ({how}) without a traceback"
+        return None
+
+    def workers_finished(self) -> bool:
+        """Every worker has exited (each stops on its own at --max-steps)."""
+        workers = [p for name, p in self.processes.items() if name.startswith("worker")]
+        return bool(workers) and not any(p.is_alive() for p in workers)
+
+    def kill_now(self) -> None:
+        """SIGKILL every running child (they would die with the trainer anyway: parent-death signal)."""
+        for process in self.processes.values():
+            if process.pid is not None and process.exitcode is None:
+                os.kill(process.pid, signal.SIGKILL)
+
+    def stop(self, stop_flag: "StopFlag", drain, timeout: float) -> None:
+        """Set the stop flag and wait up to `timeout` seconds for the children to exit, reading
+        their messages meanwhile (`drain(seconds)`: a child cannot exit before its queue is
+        flushed); then kill the stragglers."""
+        stop_flag.set()
+        deadline = time.monotonic() + timeout
+        started = [p for p in self.processes.values() if p.pid is not None]
+        while any(p.is_alive() for p in started) and time.monotonic() < deadline:
+            drain(0.1)
+        for process in started:
+            if process.is_alive():  # children ignore SIGTERM: a straggler is killed
+                process.kill()
+            process.join()
+        drain(0.1)  # what the children flushed just before exiting (worker states)
+
+
+@contextlib.contextmanager
+def tracker_leak_warning_off():
+    """Start multiprocessing's resource tracker without its "leaked semaphore objects" warning.
+    A trainer that exits at once (a second Ctrl-C) or is killed leaves its semaphores to the
+    tracker, which removes them, as designed, and then warns as if that were a bug. The tracker
+    takes its warning filters from PYTHONWARNINGS when it starts, so the filter is set only then."""
+    previous = os.environ.get("PYTHONWARNINGS")
+    ours = "ignore::UserWarning:multiprocessing.resource_tracker"
+    os.environ["PYTHONWARNINGS"] = f"{previous},{ours}" if previous else ours
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ["PYTHONWARNINGS"]
+        else:
+            os.environ["PYTHONWARNINGS"] = previous

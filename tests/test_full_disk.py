@@ -29,7 +29,8 @@ from a3c_torch.config import Config
 from a3c_torch.errors import UsageError
 from a3c_torch.messages import Episode, Evaluation, Losses
 from a3c_torch.metrics import Metrics
-from a3c_torch.trainer import EXIT_FAILED, Trainer
+from a3c_torch.run_end import EXIT_FAILED
+from a3c_torch.trainer import Trainer
 from helpers import REPO, load, only_run_dir, wait_for
 
 NO_SPACE = "no space left on device"
