@@ -75,6 +75,8 @@ MODELS = ("a3c", "a3c-elu", "a3c-centred", "universe")
 
 # Settings that define the model and the optimizer's state layout: a resumed run must keep them.
 IDENTITY_FIELDS = ("env_id", "screen_size", "model", "hidden_size", "full_action_space", "optimizer")
+# Their flags, as --help and the docs list them (tests/test_docs.py holds the docs to this).
+IDENTITY_FLAGS = ", ".join(f"--{name.replace('_', '-')}" for name in IDENTITY_FIELDS)
 # What a run's config means when it was written before the setting existed (older checkpoints).
 LEGACY_VALUES = {"model": "universe", "envs_per_process": 1, "lr_schedule": "constant"}
 
@@ -119,7 +121,7 @@ class Config:
     exp_name: str = _setting("a3c", "experiment name, part of the run directory name")
     checkpoint_interval: float = _setting(300.0, "seconds between two writes of checkpoints/latest.pt (one more is written at the end)")
     log_interval: float = _setting(10.0, "seconds between two progress lines when stdout is not a terminal (a terminal gets a progress bar)")
-    resume: Optional[str] = _setting(None, "continue a run from its run directory or a checkpoint file; flags given with it apply from there on, except those that fix the model and its optimizer: env id, screen size, hidden size, action space, optimizer (default: start a new run)")
+    resume: Optional[str] = _setting(None, "continue a run from its run directory or a checkpoint file; flags given with it apply from there on, except those that fix the model and its optimizer, which must stay as they were: " + IDENTITY_FLAGS + " (default: start a new run)")
 
     def __post_init__(self):
         if self.envs_per_process is None:  # the default depends on the number of workers
@@ -142,6 +144,12 @@ class Config:
     def from_dict(cls, values: dict) -> "Config":
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{**LEGACY_VALUES, **{k: v for k, v in values.items() if k in known}})
+
+
+def with_resolved_lr(cfg: Config) -> Config:
+    """A copy of `cfg` with --lr resolved (its default depends on the optimizer, the envs per worker
+    and the workers): the rate a run trains with and records in its config.json and checkpoints."""
+    return dataclasses.replace(cfg, lr=cfg.learning_rate)
 
 
 def validate(cfg: Config) -> None:

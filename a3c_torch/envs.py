@@ -36,6 +36,9 @@ from a3c_torch.errors import UsageError
 
 # Every spawned child imports this module, so every process has the ALE ids registered.
 gym.register_envs(ale_py)
+# ...and no process prints ALE's banner ("A.L.E: Arcade Learning Environment ... [Powered by
+# Stella]") for each new emulator: from 8 workers it broke the progress bar. Warnings still show.
+ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Warning)
 
 ATARI_FRAME_SKIP = 4
 ATARI_NOOP_MAX = 30

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from a3c_torch.child_context import EvaluatorContext
 from a3c_torch.envs import EnvSettings, make_env
 from a3c_torch.errors import UsageError
+from a3c_torch.messages import Evaluation
 from a3c_torch.model import ActorCritic, sample_action
 from a3c_torch.processes import parent_alive, run_child, setup_child
 
@@ -80,36 +82,37 @@ def summarize(results: list[EpisodeResult]) -> dict:
     }
 
 
-def evaluator_main(cfg, shared_model, global_steps, stop_event, stats_queue, parent_pid, device, best_so_far):
+def evaluator_main(context: EvaluatorContext) -> None:
     """Process entry point (spawned): evaluate every --eval-interval seconds until stopped."""
-    run_child("evaluator", stats_queue, _evaluate_periodically, cfg, shared_model, global_steps, stop_event, stats_queue, parent_pid, device, best_so_far)
+    run_child(context.name, context.to_trainer, _evaluate_periodically, context)
 
 
-def _evaluate_periodically(cfg, shared_model, global_steps, stop_event, stats_queue, parent_pid, device, best_so_far):
-    setup_child(parent_pid)
-    device = torch.device(device)
+def _evaluate_periodically(context: EvaluatorContext) -> None:
+    cfg, stop_flag, best_so_far = context.cfg, context.stop_flag, context.best_so_far
+    setup_child(context.trainer_pid)
+    device = torch.device(context.device)
     torch.manual_seed(cfg.seed + 10_000)
-    model = ActorCritic.like(shared_model).to(device)
+    model = ActorCritic.like(context.shared_model).to(device)
     env = make_env(EnvSettings.from_config(cfg), seed=cfg.seed + 10_000, train=False)
-    stopping = lambda: stop_event.is_set() or not parent_alive(parent_pid)  # noqa: E731
+    stopping = lambda: stop_flag.is_set() or not parent_alive(context.trainer_pid)  # noqa: E731
     next_eval = time.monotonic() + cfg.eval_interval
     while not stopping():
-        if stop_event.wait(timeout=min(1.0, max(0.0, next_eval - time.monotonic()))):
+        if stop_flag.wait(timeout=min(1.0, max(0.0, next_eval - time.monotonic()))):
             break
         if time.monotonic() < next_eval:
             continue
-        step = global_steps.value
-        weights = {k: v.clone() for k, v in shared_model.state_dict().items()}
+        step = context.global_steps.value
+        weights = {k: v.clone() for k, v in context.shared_model.state_dict().items()}
         model.load_state_dict(weights)
         model.eval()
         results = play_episodes(model, env, cfg.eval_episodes, device, should_stop=stopping)
         if len(results) < cfg.eval_episodes:
             break  # stopped mid-evaluation: a partial mean would be misleading
         summary = summarize(results)
-        improved = best_so_far is None or summary["mean"] > best_so_far
-        if improved:
+        # The one place that decides what is a new best (the run's saved best is where it starts).
+        new_best = best_so_far is None or summary["mean"] > best_so_far
+        if new_best:
             best_so_far = summary["mean"]
-        # The weights that earned the score travel with it, so best.pt holds exactly them.
-        stats_queue.put(("eval", step, summary["mean"], summary["std"], summary["mean_length"], weights if improved else None))
+        context.to_trainer.put(Evaluation(step, summary["mean"], summary["std"], summary["mean_length"], new_best, weights if new_best else None))
         next_eval = time.monotonic() + cfg.eval_interval
     env.close()

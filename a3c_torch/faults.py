@@ -10,7 +10,8 @@ first), and say so on stderr once. Kinds:
     worker_nan_weights  write NaN into the shared model once: the trainer's finiteness guard
     worker_hang         sleep forever, ignoring the stop flag: bounded shutdown, the second Ctrl-C
 
-Unset (every normal run) it costs one environment lookup when the worker starts.
+Unset (every normal run) it costs one environment lookup when the worker starts: `with_faults`
+then gives the worker `apply_update` itself, and its update line is the same as without this module.
 """
 
 from __future__ import annotations
@@ -64,3 +65,16 @@ class FaultPlan:
                     next(shared_model.parameters()).fill_(float("nan"))
             return loss
         return loss * float("nan")
+
+
+def with_faults(apply_update, rank: int):
+    """The update function worker `rank` uses: `apply_update` itself, unless A3C_TORCH_FAULT names
+    this worker; then the same update, with the fault injected into its loss first."""
+    plan = FaultPlan.for_worker(rank)
+    if plan.kind is None:
+        return apply_update
+
+    def update_with_fault(local_model, shared_model, optimizer, loss, max_grad_norm):
+        return apply_update(local_model, shared_model, optimizer, plan.on_update(loss, shared_model), max_grad_norm)
+
+    return update_with_fault

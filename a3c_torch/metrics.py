@@ -1,4 +1,4 @@
-"""The run's single TensorBoard writer and progress display, fed by the workers' stats queue.
+"""The run's single TensorBoard writer and progress display, fed by the children's messages.
 
 Only the main process writes event files. The x axis of every curve is the global agent step
 count (Atari frames = steps x frame-skip).
@@ -19,12 +19,13 @@ from tqdm import tqdm
 
 from a3c_torch import console
 from a3c_torch.events import open_event_writer
+from a3c_torch.messages import Episode, Evaluation, Losses
 
-# The worker's "losses" message carries these in this order (averaged over its last updates).
-# losses/staleness: other workers' updates that landed between a worker's copy of the shared
-# weights and its own update to them (about N - 1 with N Hogwild workers).
-LOSS_TAGS = ("losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/grad_norm", "losses/staleness")
-BEST_EVAL_TAG = "eval/best_episodic_return"  # written whenever an evaluation beats the best so far
+# The tag of each Losses field (messages.py); losses/staleness: other workers' updates that landed
+# between a worker's copy of the shared weights and its own update to them (about N - 1 with N workers).
+LOSS_TAGS = {"losses/policy_loss": "policy_loss", "losses/value_loss": "value_loss", "losses/entropy": "entropy",
+             "losses/grad_norm": "grad_norm", "losses/staleness": "staleness"}
+BEST_EVAL_TAG = "eval/best_episodic_return"  # written at each evaluation the evaluator calls a new best
 HPARAMS_METRICS = ("eval/episodic_return", BEST_EVAL_TAG)
 # Settings that say where and how a run is kept, not how it learns: not HParams columns.
 NOT_HYPERPARAMETERS = ("runs_dir", "resume", "log_interval", "checkpoint_interval")
@@ -41,7 +42,6 @@ class Metrics:
         self.recent_returns: deque = deque(maxlen=100)
         self.episodes = 0
         self.skipped_updates = 0
-        self.best_eval = None
         self.log_interval = log_interval
         self.sps_window = sps_window
         self.start_step = start_step
@@ -53,29 +53,27 @@ class Metrics:
             self.writer.add_text("hyperparameters", hyperparameter_table(config), global_step=start_step)
             self._write_hparams(config)
 
-    def handle(self, message: tuple) -> None:
-        kind, step = message[0], message[1]
-        if kind == "episode":
-            _, _, episode_return, length = message
+    def handle(self, message: Episode | Losses | Evaluation) -> None:
+        step = message.step
+        if isinstance(message, Episode):
             self.episodes += 1
-            self.recent_returns.append(episode_return)
-            self.writer.add_scalar("charts/episodic_return", episode_return, step)
-            self.writer.add_scalar("charts/episodic_length", length, step)
-        elif kind == "losses":
-            values, skipped = message[2:-1], message[-1]
-            for tag, value in zip(LOSS_TAGS, values):
-                self.writer.add_scalar(tag, value, step)
-            self.skipped_updates += skipped
+            self.recent_returns.append(message.episode_return)
+            self.writer.add_scalar("charts/episodic_return", message.episode_return, step)
+            self.writer.add_scalar("charts/episodic_length", message.length, step)
+        elif isinstance(message, Losses):
+            for tag, name in LOSS_TAGS.items():
+                self.writer.add_scalar(tag, getattr(message, name), step)
+            self.skipped_updates += message.skipped
             self.writer.add_scalar("losses/skipped_updates", self.skipped_updates, step)
-        elif kind == "eval":
-            _, _, mean, std, mean_length = message
-            self.writer.add_scalar("eval/episodic_return", mean, step)
-            self.writer.add_scalar("eval/episodic_return_std", std, step)
-            self.writer.add_scalar("eval/episodic_length", mean_length, step)
-            if self.best_eval is None or mean > self.best_eval:
-                self.best_eval = mean  # (the trainer sets the saved best of a resumed run)
-                self.writer.add_scalar(BEST_EVAL_TAG, mean, step)
-            self.say(f"eval at step {step:,}: return {mean:.2f} +/- {std:.2f}, mean length {mean_length:.0f}")
+        elif isinstance(message, Evaluation):
+            self.writer.add_scalar("eval/episodic_return", message.mean, step)
+            self.writer.add_scalar("eval/episodic_return_std", message.std, step)
+            self.writer.add_scalar("eval/episodic_length", message.mean_length, step)
+            if message.new_best:
+                self.writer.add_scalar(BEST_EVAL_TAG, message.mean, step)
+            self.say(f"eval at step {step:,}: return {message.mean:.2f} +/- {message.std:.2f}, mean length {message.mean_length:.0f}")
+        else:
+            raise TypeError(f"not a metrics message: {message!r}")
 
     @property
     def interactive(self) -> bool:

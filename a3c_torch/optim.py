@@ -88,38 +88,6 @@ def make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
     raise ValueError(f"unknown optimizer {name!r}")
 
 
-def scheduled_lr(base_lr: float, schedule: str, global_step: int, max_steps: int) -> float:
-    """The learning rate at `global_step`: constant, or linear from base_lr down to 0 at max_steps."""
-    if schedule == "constant":
-        return base_lr
-    if schedule == "linear":
-        return base_lr * max(0.0, 1.0 - global_step / max_steps)
-    raise ValueError(f"unknown learning-rate schedule {schedule!r}")
-
-
-def rate_change_on_resume(saved, resumed, global_step: int) -> list[str]:
-    """'learning rate at step N: old -> new' when the flags given with --resume move the rate in
-    use (under --lr-schedule linear a larger --max-steps raises it again); empty if it stays.
-    saved and resumed are the two Configs."""
-    old, new = (scheduled_lr(c.learning_rate, c.lr_schedule, global_step, c.max_steps) for c in (saved, resumed))
-    return [] if old == new else [f"learning rate at step {global_step:,}: {old:.3g} -> {new:.3g}"]
-
-
-def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
-    # Each worker holds its own copy of param_groups (only the state tensors are shared), so
-    # every worker sets the rate it steps with.
-    for group in optimizer.param_groups:
-        group["lr"] = lr
-
-
-def at_scheduled_lr(optimizer_state: dict, schedule: str, global_step: int, max_steps: int) -> dict:
-    """A saved optimizer state showing the rate in use at its step: the trainer's own param_groups
-    keep the base --lr, because each worker sets the scheduled rate in its private copy."""
-    for group in optimizer_state["param_groups"]:
-        group["lr"] = scheduled_lr(group["lr"], schedule, global_step, max_steps)
-    return optimizer_state
-
-
 def hand_off_gradients(local_model: torch.nn.Module, shared_model: torch.nn.Module) -> None:
     """Give each shared parameter exactly this rollout's gradient, on every update.
 

@@ -18,8 +18,10 @@ import ale_py
 import torch
 import torch.multiprocessing as mp
 
+from a3c_torch.child_context import PlayerContext
 from a3c_torch.envs import EnvSettings, make_env
 from a3c_torch.evaluator import EpisodeResult, play_episodes
+from a3c_torch.messages import ChildFailed, GamePlayed
 from a3c_torch.model import ActorCritic
 from a3c_torch.processes import ChildStart, child_main, parent_alive, run_child, setup_child, start_children
 
@@ -41,7 +43,7 @@ def play_in_parallel(model: ActorCritic, settings: EnvSettings, games: int, seed
     """Games 0..games-1 (game i seeded with seed + i) on `num_processes` players; `on_result(i, result)`
     is called as each game ends (in the order they end). Returns the results in game order."""
     ctx = mp.get_context("spawn")
-    tasks, results = ctx.Queue(), ctx.Queue()
+    tasks, from_players = ctx.Queue(), ctx.Queue()
     for i in range(games):
         tasks.put(i)
     players = min(num_processes, games)
@@ -50,24 +52,18 @@ def play_in_parallel(model: ActorCritic, settings: EnvSettings, games: int, seed
     cpu_model = ActorCritic.like(model)
     cpu_model.load_state_dict({name: tensor.cpu() for name, tensor in model.state_dict().items()})
     cpu_model.share_memory()  # sent to the players once, not copied per game
-    processes = {
-        f"player-{k}": ctx.Process(
-            target=child_main,
-            args=(ChildStart(os.getpid()), run_child, f"player-{k}", results, _player, os.getpid(), cpu_model, settings, str(device), greedy, seed, tasks, results),
-            daemon=True,
-        )
-        for k in range(players)
-    }
+    contexts = [PlayerContext(index=k, model=cpu_model, settings=settings, device=str(device), greedy=greedy, seed=seed,
+                              tasks=tasks, from_players=from_players, main_pid=os.getpid()) for k in range(players)]
+    processes = {context.name: ctx.Process(target=child_main, args=(ChildStart(os.getpid()), _player, context), daemon=True) for context in contexts}
     done: dict[int, EpisodeResult] = {}
     try:
         start_children(processes)
         while len(done) < games:
-            message = _next_message(results, processes)
-            if message[0] == "error":
-                raise PlayerFailed(f"evaluation process {message[1]} crashed:\n{message[2].rstrip()}")
-            _, i, result = message
-            done[i] = result
-            on_result(i, result)
+            message = _next_message(from_players, processes)
+            if isinstance(message, ChildFailed):
+                raise PlayerFailed(f"evaluation process {message.name} crashed:\n{message.traceback.rstrip()}")
+            done[message.index] = message.result
+            on_result(message.index, message.result)
     finally:
         # After a Ctrl-C or a failure the games not handed out stay in the queue's pipe, and its
         # feeder thread waits for a reader that is gone: exiting must not wait for it.
@@ -81,27 +77,27 @@ def play_in_parallel(model: ActorCritic, settings: EnvSettings, games: int, seed
     return [done[i] for i in range(games)]
 
 
-def _next_message(results, processes: dict) -> tuple:
+def _next_message(from_players, processes: dict) -> GamePlayed | ChildFailed:
     """The next result or error report; a player that died without one is a PlayerFailed.
 
     Dead players are looked for after every message, not only when none came: the survivors
     may send results faster than the poll interval, and the evaluation must still end."""
     while True:
         try:
-            message = results.get(timeout=POLL_S)
+            message = from_players.get(timeout=POLL_S)
         except queue.Empty:
             message = None
-        if message is not None and message[0] == "error":
+        if isinstance(message, ChildFailed):
             return message
         dead = {name: p.exitcode for name, p in processes.items() if p.exitcode not in (None, 0)}
         if dead:
             deadline = time.monotonic() + 2.0
             while time.monotonic() < deadline:  # a player that crashed sent its traceback before exiting
                 try:
-                    late = results.get(timeout=0.2)
+                    late = from_players.get(timeout=0.2)
                 except queue.Empty:
                     continue
-                if late[0] == "error":
+                if isinstance(late, ChildFailed):
                     return late
             name, code = next(iter(dead.items()))
             how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
@@ -110,18 +106,23 @@ def _next_message(results, processes: dict) -> tuple:
             return message
 
 
-def _player(parent_pid: int, model: ActorCritic, settings: EnvSettings, device: str, greedy: bool, seed: int, tasks, results) -> None:
-    """A child: play the games named on `tasks` until told there are no more."""
-    setup_child(parent_pid)
+def _player(context: PlayerContext) -> None:
+    """A child's entry point: play games until told there are no more; a crash is reported."""
+    run_child(context.name, context.from_players, _play_games, context)
+
+
+def _play_games(context: PlayerContext) -> None:
+    """Play the games named on `tasks` until told there are no more."""
+    setup_child(context.main_pid)
     # ALE's banner for every new emulator, as in the main process: it would bury the score lines.
     ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
-    device = torch.device(device)
-    model = model.to(device).eval()
-    env = make_env(settings, seed=seed, train=False)
+    device = torch.device(context.device)
+    model = context.model.to(device).eval()
+    env = make_env(context.settings, seed=context.seed, train=False)
     try:
-        while (i := tasks.get()) is not None:
-            results.put(("result", i, play_game(model, env, device, greedy, seed + i)))
-            if not parent_alive(parent_pid):
+        while (i := context.tasks.get()) is not None:
+            context.from_players.put(GamePlayed(i, play_game(model, env, device, context.greedy, context.seed + i)))
+            if not parent_alive(context.main_pid):
                 return
     finally:
         env.close()

@@ -30,12 +30,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import queue
 import signal
 import sys
 import time
 import traceback
 
 from a3c_torch.errors import UsageError
+from a3c_torch.messages import ChildFailed
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_NAME = 15
@@ -101,7 +103,7 @@ def _let_the_forkserver_go() -> None:
 
 
 def child_main(start: ChildStart, body, *args) -> None:
-    """Every child's process target: `body(*args)`, once the child is armed."""
+    """Every child's process target: `body(*args)` (a context object: child_context.py), once the child is armed."""
     arm_child(start.trainer_pid)  # again: with the fork start method nothing was unpickled
     body(*args)
 
@@ -125,7 +127,7 @@ def start_resource_tracker() -> None:
     SIGHUP stays blocked in it; it exits when the trainer does (its pipe closes)."""
     from multiprocessing import resource_tracker
 
-    with group_signals_blocked():
+    with group_signals_blocked(), tracker_leak_warning_off():
         resource_tracker.ensure_running()
 
 
@@ -141,9 +143,9 @@ def start_children(processes: dict) -> None:
                 raise UsageError(f"--num-processes {workers}: the system refused to start {name} ({exc.strerror or exc}); use fewer processes") from None
 
 
-def setup_child(parent_pid: int) -> None:
+def setup_child(trainer_pid: int) -> None:
     """At the start of a child's body: armed (again), and one intra-op thread."""
-    arm_child(parent_pid)
+    arm_child(trainer_pid)
     import torch  # here, not at the top: this module is what a child imports first
 
     # N workers on N cores: more than one intra-op thread each only makes them fight.
@@ -159,31 +161,33 @@ def _parent_of(pid: int) -> int | None:
         return None
 
 
-def parent_alive(parent_pid: int) -> bool:
-    """Is the trainer `parent_pid` still there: our parent (spawn, fork), or our parent's parent
-    (forkserver: the server is the trainer's child). An orphan has been reparented, so neither."""
+def parent_alive(trainer_pid: int) -> bool:
+    """Is the process that started us (the trainer, or evaluate.py's main process) still there: our
+    parent (spawn, fork), or our parent's parent (forkserver: the server is the trainer's child). An
+    orphan has been reparented, so neither."""
     parent = os.getppid()
-    return parent == parent_pid or _parent_of(parent) == parent_pid
+    return parent == trainer_pid or _parent_of(parent) == trainer_pid
 
 
-def run_child(name: str, stats_queue, body, *args) -> None:
-    """Run `body(*args)`; on any exception send its traceback to the trainer and exit 1."""
+def run_child(name: str, to_main, body, *args) -> None:
+    """Run `body(*args)`; on any exception send its traceback to the main process (a ChildFailed on
+    the queue `to_main`) and exit 1."""
     set_process_name(name)
-    parent_pid = _trainer_pid if _trainer_pid is not None else os.getppid()
+    trainer_pid = _trainer_pid if _trainer_pid is not None else os.getppid()
     try:
         body(*args)
     except BaseException as exc:  # noqa: BLE001 - report everything, then die non-zero
         if isinstance(exc, SystemExit) and not exc.code:
             raise
-        stats_queue.put(("error", name, traceback.format_exc()))
-        if parent_alive(parent_pid):
-            stats_queue.close()
-            stats_queue.join_thread()  # the traceback must be in the pipe before we exit
+        to_main.put(ChildFailed(name, traceback.format_exc()))
+        if parent_alive(trainer_pid):
+            to_main.close()
+            to_main.join_thread()  # the traceback must be in the pipe before we exit
         sys.exit(1)
     finally:
-        if not parent_alive(parent_pid):
+        if not parent_alive(trainer_pid):
             # Nobody reads the queue any more: flushing it at exit could block forever.
-            stats_queue.cancel_join_thread()
+            to_main.cancel_join_thread()
 
 
 class StopFlag:
@@ -241,3 +245,83 @@ class StepCounter:
     @property
     def updates(self) -> int:
         return self._updates.get_obj().value
+
+
+class Children:
+    """The trainer's child processes by name ("worker 0", "evaluator"): started with the group's
+    signals blocked, watched for a death, read, and stopped within a bounded time, whatever happens."""
+
+    def __init__(self):
+        self.processes: dict = {}
+
+    def read(self, inbox, timeout: float):
+        """The messages on the queue `inbox` for up to `timeout` seconds (none left: sooner)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                yield inbox.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return
+            except Exception as exc:  # noqa: BLE001 - e.g. tensors from a child that has exited since
+                print(f"warning: lost a message from a child process ({type(exc).__name__}: {exc})", file=sys.stderr, flush=True)
+
+    def add(self, ctx, body, context) -> None:
+        """A child (not started yet) that runs `body(context)` once armed; context.name names it."""
+        process_name = "a3c-" + context.name.replace(" ", "-")
+        self.processes[context.name] = ctx.Process(target=child_main, args=(ChildStart(os.getpid()), body, context), name=process_name, daemon=True)
+
+    def start(self) -> None:
+        start_children(self.processes)
+
+    def first_dead(self) -> tuple[str, str] | None:
+        """(name, how it died) of a child that exited non-zero, else None."""
+        for name, process in self.processes.items():
+            code = process.exitcode
+            if code not in (None, 0):
+                how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+                return name, f"{name} died ({how}) without a traceback"
+        return None
+
+    def workers_finished(self) -> bool:
+        """Every worker has exited (each stops on its own at --max-steps)."""
+        workers = [p for name, p in self.processes.items() if name.startswith("worker")]
+        return bool(workers) and not any(p.is_alive() for p in workers)
+
+    def kill_now(self) -> None:
+        """SIGKILL every running child (they would die with the trainer anyway: parent-death signal)."""
+        for process in self.processes.values():
+            if process.pid is not None and process.exitcode is None:
+                os.kill(process.pid, signal.SIGKILL)
+
+    def stop(self, stop_flag: "StopFlag", drain, timeout: float) -> None:
+        """Set the stop flag and wait up to `timeout` seconds for the children to exit, reading
+        their messages meanwhile (`drain(seconds)`: a child cannot exit before its queue is
+        flushed); then kill the stragglers."""
+        stop_flag.set()
+        deadline = time.monotonic() + timeout
+        started = [p for p in self.processes.values() if p.pid is not None]
+        while any(p.is_alive() for p in started) and time.monotonic() < deadline:
+            drain(0.1)
+        for process in started:
+            if process.is_alive():  # children ignore SIGTERM: a straggler is killed
+                process.kill()
+            process.join()
+        drain(0.1)  # what the children flushed just before exiting (worker states)
+
+
+@contextlib.contextmanager
+def tracker_leak_warning_off():
+    """Start multiprocessing's resource tracker without its "leaked semaphore objects" warning.
+    A trainer that exits at once (a second Ctrl-C) or is killed leaves its semaphores to the
+    tracker, which removes them, as designed, and then warns as if that were a bug. The tracker
+    takes its warning filters from PYTHONWARNINGS when it starts, so the filter is set only then."""
+    previous = os.environ.get("PYTHONWARNINGS")
+    ours = "ignore::UserWarning:multiprocessing.resource_tracker"
+    os.environ["PYTHONWARNINGS"] = f"{previous},{ours}" if previous else ours
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ["PYTHONWARNINGS"]
+        else:
+            os.environ["PYTHONWARNINGS"] = previous

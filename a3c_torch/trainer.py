@@ -4,60 +4,46 @@ writes metrics and checkpoints, and shuts everything down cleanly whatever happe
 
 from __future__ import annotations
 
-import contextlib
 import os
-import queue
 import signal
-import sys
 import time
-from pathlib import Path
 
 import torch
 import torch.multiprocessing as mp
 
-from a3c_torch.checkpoint import all_finite, load_checkpoint, remove_stale_temp_files, resolve_checkpoint, snapshot
+from a3c_torch.checkpoint import all_finite, snapshot
 from a3c_torch.checkpoint_files import CheckpointFiles
-from a3c_torch.config import Config, changed_settings, config_for_resume, validate
+from a3c_torch.child_context import EvaluatorContext, WorkerContext
+from a3c_torch.config import Config, validate, with_resolved_lr
 from a3c_torch.envs import probe_env
-from a3c_torch.errors import UsageError, require_writable
+from a3c_torch.errors import UsageError
 from a3c_torch.evaluator import evaluator_main, resolve_device
+from a3c_torch.lr_schedule import LrSchedule
+from a3c_torch.messages import ChildFailed, Evaluation, WorkerState
 from a3c_torch.metrics import Metrics
 from a3c_torch.model import ActorCritic
-from a3c_torch.optim import at_scheduled_lr, make_optimizer, rate_change_on_resume, scheduled_lr
+from a3c_torch.optim import make_optimizer
 from a3c_torch.preflight import check_num_steps
-from a3c_torch.processes import ChildStart, StepCounter, StopFlag, child_main, start_children, start_resource_tracker
-from a3c_torch.run_dir import create_run_dir, resume_command, run_dir_of, update_config, why_resume_elsewhere
+from a3c_torch.processes import Children, StepCounter, StopFlag, start_resource_tracker
+from a3c_torch.resume import plan_resume, restore_weights
+from a3c_torch.run_dir import create_run_dir
+from a3c_torch.run_end import DIVERGED, exit_at_once, report, say_stopping, stop_signals_handled, with_divergence
 from a3c_torch.run_lock import lock_run_dir
 from a3c_torch.worker import worker_main
 from a3c_torch.worker_state import unpack, worker_seed
 
 JOIN_TIMEOUT_S = 5.0
-EXIT_OK, EXIT_FAILED, EXIT_SIGINT, EXIT_SIGTERM, EXIT_SIGHUP = 0, 1, 130, 143, 129
-# Each stops the run the same way (final checkpoint with the workers' states, the resume hint):
-# Ctrl-C, `kill`/`timeout`/a scheduler, and a closed terminal or a dropped SSH session.
-STOP_SIGNALS = {signal.SIGINT: EXIT_SIGINT, signal.SIGTERM: EXIT_SIGTERM, signal.SIGHUP: EXIT_SIGHUP}
 HEALTH_CHECK_INTERVAL_S = 1.0
-DIVERGED = ("training", "the shared model's weights are no longer finite (NaN or inf): the run diverged; try a lower --lr. "
-            "Checkpoints are only written with finite weights, so latest.pt (if any) holds the last good ones.")
 
 
 class Trainer:
     def __init__(self, cfg: Config, explicit: set[str] = frozenset()):
         validate(cfg)
-        checkpoint, self.run_lock, self.resumed_in_place = None, None, False
-        self.changed_settings: list[str] = []  # by the flags given with --resume
-        if cfg.resume:
-            checkpoint_path = resolve_checkpoint(cfg.resume)
-            home = run_dir_of(checkpoint_path)
-            # Locked before anything is read: the run's latest.pt must not change under us.
-            busy = self._lock(home) if home is not None else None
-            checkpoint = load_checkpoint(checkpoint_path, resumable=True)
-            cfg, saved = config_for_resume(cfg, explicit, checkpoint), Config.from_dict(checkpoint["config"])
-            self.changed_settings = changed_settings(saved, cfg) + rate_change_on_resume(saved, cfg, checkpoint["global_step"])
+        plan = plan_resume(cfg, explicit) if cfg.resume else None  # raises what stops a resume
+        cfg = plan.cfg if plan else cfg
         check_num_steps(cfg)  # also a resumed run's saved setting, and a Trainer made in-process
-        if cfg.lr is None:
-            cfg.lr = cfg.learning_rate
-        self.cfg = cfg
+        self.cfg = cfg = with_resolved_lr(cfg)
+        self.lr_schedule = LrSchedule.of(cfg)
         self.eval_device = resolve_device(cfg.eval_device) if cfg.evaluator else None
         obs_shape, num_actions = probe_env(cfg)
         torch.manual_seed(cfg.seed)  # the initial weights, so that one-worker runs are reproducible
@@ -71,66 +57,30 @@ class Trainer:
         self.worker_rank_offset = 0
         self.num_workers = cfg.num_processes
         self.sps_window = 1.0  # seconds over which steps/s is measured
-        if checkpoint is not None:
-            self._restore(checkpoint)
-            self.run_dir = self._resume_where(checkpoint_path, home, busy, "runs_dir" in explicit)
+        self.resume_plan, self.resumed_in_place = plan, bool(plan and plan.in_place)
+        self.run_lock = plan.lock if plan else None
+        if plan:
+            self._restore(plan.checkpoint)
+        if plan and plan.in_place:
+            self.run_dir = plan.run_dir
         else:
+            self.best_eval = None  # a new run directory's best.pt is its own: its first evaluation writes one
             self.run_dir = self._new_run_dir()
             if self.run_dir is not None:
                 self.run_lock = lock_run_dir(self.run_dir)
+            if plan:
+                print(f"resuming from {plan.path} (step {plan.step:,}) in a new run directory: {plan.why_elsewhere}", flush=True)
         self.checkpoints = CheckpointFiles(self.run_dir)
         # Shared after loading: load_state_dict may replace tensors with private ones.
         self.model.share_memory()
         self.optimizer.share_memory()
-        self.stop_signal = None
-        self.target_reached = False
+        self.children, self.stop_signal, self.target_reached = Children(), None, False
 
     def _new_run_dir(self):
         return create_run_dir(self.cfg)
 
-    def _lock(self, run_dir: Path) -> UsageError | None:
-        """Take the run directory's lock; returns the refusal (in use, read-only) instead of
-        raising it: a resume from an older checkpoint goes to a new run directory, and only
-        reads this one."""
-        try:
-            self.run_lock = lock_run_dir(run_dir)
-        except UsageError as refused:
-            return refused
-        return None
-
-    def _resume_where(self, checkpoint_path: Path, home: Path | None, busy: UsageError | None, runs_dir_given: bool) -> Path:
-        """The run directory to continue in: the checkpoint's own, unless that would overwrite a
-        newer latest.pt (or the file is not in a run directory); then a new one (beside the old
-        run unless --runs-dir says where), and the old run stays as it was, checkpoints and
-        curves (a resume in place drops the events after its checkpoint's step)."""
-        step = self.start_step
-        why_new = why_resume_elsewhere(checkpoint_path, home, step)
-        if why_new is None:
-            if busy is not None:
-                raise busy
-            require_writable(home / "checkpoints", "not writable")
-            remove_stale_temp_files(home / "checkpoints")  # left by a kill during a write
-            self.resumed_in_place = True
-            return home
-        if self.run_lock is not None:
-            self.run_lock.release()  # the old run is only read
-            self.run_lock = None
-        # The new run's best.pt is its own: its first evaluation writes one.
-        self.best_eval = None
-        if home is not None and not runs_dir_given:
-            self.cfg.runs_dir = str(home.parent)
-        run_dir = self._new_run_dir()
-        if run_dir is not None:
-            self.run_lock = lock_run_dir(run_dir)
-        print(f"resuming from {checkpoint_path} (step {step:,}) in a new run directory: {why_new}", flush=True)
-        return run_dir
-
     def _restore(self, checkpoint: dict) -> None:
-        try:
-            self.model.load_state_dict(checkpoint["model"])
-            self.optimizer.load_state_dict(checkpoint["optimizer"])
-        except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as exc:  # the layout itself was checked at load
-            raise UsageError(f"--resume {self.cfg.resume}: checkpoint does not fit this model: {(str(exc).strip().splitlines() or [type(exc).__name__])[0]}") from None
+        restore_weights(checkpoint, self.model, self.optimizer, self.cfg.resume)
         self.start_step = int(checkpoint["global_step"])
         self.best_eval = checkpoint.get("best_eval_return")
         self.previous_wall_time = float(checkpoint.get("wall_time", 0.0))
@@ -140,7 +90,7 @@ class Trainer:
         """Write a checkpoint of the shared model and optimizer; True if written (checkpoint_files.py)."""
         payload = {
             "model": model_state if model_state is not None else {k: v.clone() for k, v in self.model.state_dict().items()},
-            "optimizer": at_scheduled_lr(snapshot(self.optimizer.state_dict()), self.cfg.lr_schedule, global_step, self.cfg.max_steps),  # workers keep stepping it meanwhile
+            "optimizer": self.lr_schedule.in_saved_state(snapshot(self.optimizer.state_dict()), global_step),  # workers keep stepping it meanwhile
             "global_step": int(global_step),
             "config": self.cfg.to_dict(),
             "best_eval_return": self.best_eval,
@@ -154,103 +104,63 @@ class Trainer:
     def _model_is_finite(self) -> bool:
         return all(all_finite(p) for p in self.model.parameters())
 
-    # --- signals ---
     def _on_signal(self, signum, frame):
         if self.stop_signal is not None and signum == signal.SIGINT:
-            print("\nsecond Ctrl-C: exiting now without a final checkpoint", file=sys.stderr, flush=True)
-            for process in self.processes.values():
-                if process.pid is not None and process.exitcode is None:
-                    os.kill(process.pid, signal.SIGKILL)  # they would die with us anyway (parent-death signal)
-            os._exit(EXIT_SIGINT)
-        if self.stop_signal is not None:
-            return  # already stopping; the first signal gives the exit code
-        self.stop_signal = signum
-        print(f"\n{signal.Signals(signum).name}: stopping workers and writing a final checkpoint (Ctrl-C again to exit at once)", file=sys.stderr, flush=True)
+            exit_at_once(self.children)  # a second Ctrl-C
+        if self.stop_signal is None:  # else already stopping: the first signal gives the exit code
+            self.stop_signal = signum
+            say_stopping(signum)
 
-    # --- the run ---
     def run(self) -> int:
-        self.processes = {}
-        # Installed for the whole run (final checkpoint included), so a second Ctrl-C always works.
-        # Under `nohup` SIGHUP is ignored on purpose, so that the run outlives its terminal: it stays so.
-        handled = [s for s in STOP_SIGNALS if not (s == signal.SIGHUP and signal.getsignal(s) is signal.SIG_IGN)]
-        previous = {s: signal.signal(s, self._on_signal) for s in handled}
         try:
-            return self._run()
+            with stop_signals_handled(self._on_signal):
+                return self._run()
         finally:
-            for s, handler in previous.items():
-                signal.signal(s, handler)
             if self.run_lock is not None:
                 self.run_lock.release()
 
     def _create_processes(self) -> None:
-        cfg = self.cfg
-        ctx = mp.get_context(cfg.start_method)
-        with tracker_leak_warning_off():
-            start_resource_tracker()  # before the counter and queue below register their semaphores with it
-        self.global_steps = StepCounter(ctx, self.start_step)
-        self.stop_event = StopFlag(ctx)
-        self.stats = ctx.Queue()
-        parent_pid = os.getpid()
-        for rank in range(self.num_workers):
-            start = (worker_seed(cfg.seed, self.worker_rank_offset + rank, self.start_step), self.saved_worker_states.get(rank))
-            args = (rank, cfg, self.model, self.optimizer, self.global_steps, self.stop_event, self.stats, parent_pid, *start)
-            self.processes[f"worker {rank}"] = ctx.Process(target=child_main, args=(ChildStart(parent_pid), worker_main, *args), name=f"a3c-worker-{rank}", daemon=True)
+        cfg, ctx = self.cfg, mp.get_context(self.cfg.start_method)
+        start_resource_tracker()  # before the counter and queue below register their semaphores with it
+        self.global_steps, self.stop_flag, self.to_trainer = StepCounter(ctx, self.start_step), StopFlag(ctx), ctx.Queue()
+        shared = dict(cfg=cfg, shared_model=self.model, global_steps=self.global_steps, stop_flag=self.stop_flag, to_trainer=self.to_trainer, trainer_pid=os.getpid())
+        contexts = [WorkerContext(**shared, rank=rank, optimizer=self.optimizer, seed=worker_seed(cfg.seed, self.worker_rank_offset + rank, self.start_step),
+                                  saved_state=self.saved_worker_states.get(rank)) for rank in range(self.num_workers)]
         if cfg.evaluator:
-            args = (cfg, self.model, self.global_steps, self.stop_event, self.stats, parent_pid, str(self.eval_device), self.best_eval)
-            self.processes["evaluator"] = ctx.Process(target=child_main, args=(ChildStart(parent_pid), evaluator_main, *args), name="a3c-evaluator", daemon=True)
+            contexts.append(EvaluatorContext(**shared, device=str(self.eval_device), best_so_far=self.best_eval))
+        for context in contexts:
+            self.children.add(ctx, evaluator_main if isinstance(context, EvaluatorContext) else worker_main, context)
 
     def _run(self) -> int:
         cfg = self.cfg
         self._create_processes()
         self.started = time.monotonic()
         try:
-            self.metrics = Metrics(self.run_dir, cfg.to_dict(), self.start_step, cfg.max_steps, lambda step: scheduled_lr(cfg.learning_rate, cfg.lr_schedule, step, cfg.max_steps), cfg.log_interval, resumed=self.resumed_in_place, sps_window=self.sps_window)
+            self.metrics = Metrics(self.run_dir, cfg.to_dict(), self.start_step, cfg.max_steps, self.lr_schedule.at, cfg.log_interval, resumed=self.resumed_in_place, sps_window=self.sps_window)
         except OSError as exc:
             raise UsageError(f"{self.run_dir}: cannot write TensorBoard events there ({exc.strerror or exc})") from None
-        self.metrics.best_eval = self.best_eval  # a resumed run's best so far (eval/best_episodic_return)
         if self.run_dir is not None:
             print(f"run directory: {self.run_dir}", flush=True)
-        if cfg.resume:
-            exact = sorted(rank for rank in self.saved_worker_states if rank < self.num_workers)
-            print(f"resuming at step {self.start_step:,}; workers continuing from their saved state: {exact or 'none (new seeds)'}", flush=True)
-            if self.changed_settings:
-                print(f"settings changed from step {self.start_step:,} on: {', '.join(self.changed_settings)}", flush=True)
-                if self.resumed_in_place:  # a new run directory got its config.json with them
-                    update_config(self.run_dir, cfg)
+        if self.resume_plan:
+            self.resume_plan.announce(cfg, self.start_step, self.num_workers)
         envs = f" x {cfg.envs_per_process} envs" if cfg.envs_per_process > 1 else ""
         trunk = f" (model {cfg.model})" if self.model.is_image else ""
         print(f"training {cfg.env_id}{trunk} with {self.num_workers} worker process{'' if self.num_workers == 1 else 'es'}{envs}" + (f" and an evaluator on {self.eval_device}" if cfg.evaluator else "") + f", up to {cfg.max_steps:,} steps", flush=True)
         failure = None
         try:
-            start_children(self.processes)  # armed against early signals and a dead trainer (processes.py)
+            self.children.start()  # armed against early signals and a dead trainer (processes.py)
             failure = self._watch()
         finally:
             # Also after an unexpected error in the trainer itself: stop the children, keep the work.
-            self._shutdown()
+            self.children.stop(self.stop_flag, lambda seconds: self._drain(timeout=seconds), JOIN_TIMEOUT_S)
             self._finish_world()
             step = self.global_steps.value
             saved = self.save("latest.pt", step, worker_states=self.final_worker_states)
             self.metrics.close(step)
-        if failure != DIVERGED and not self._model_is_finite():  # said once, also when the watch loop found it
-            failure = DIVERGED if failure is None else (failure[0], f"{failure[1]}\n{DIVERGED[1]}")
-        return self._report(failure, step, saved)
+        return self._report(with_divergence(failure, self._model_is_finite()), step, saved)
 
     def _report(self, failure, step: int, saved: bool) -> int:
-        """The last lines of a run; an unwritten final checkpoint is an error, said last."""
-        checkpoints = self.run_dir / "checkpoints"
-        if failure:
-            name, detail = failure
-            kept = f"its checkpoint is in {checkpoints}" if saved else "its final checkpoint was not written (see the last line)"
-            print(f"error: {name} failed; the run stopped at step {step:,} and {kept}\n{detail}", file=sys.stderr, flush=True)
-        if not saved:
-            print(self.checkpoints.last_good(step), file=sys.stderr, flush=True)
-        if failure or not saved:
-            return EXIT_FAILED
-        if self.stop_signal is not None:
-            print(f"stopped at step {step:,}; resume with: {resume_command(self.run_dir)}", flush=True)
-            return STOP_SIGNALS[self.stop_signal]
-        print(f"done: {step:,} steps; checkpoints in {checkpoints}", flush=True)
-        return EXIT_OK
+        return report(failure, step, saved, self.run_dir, self.checkpoints, self.stop_signal)
 
     def _watch(self):
         """Feed metrics and write checkpoints until done, stopped, or a child fails."""
@@ -273,8 +183,7 @@ class Trainer:
             world = self._world_says_stop()
             if world:
                 return world if isinstance(world, tuple) else None
-            workers = [p for name, p in self.processes.items() if name.startswith("worker")]
-            if workers and not any(p.is_alive() for p in workers):
+            if self.children.workers_finished():
                 return None  # every worker finished on its own
             if time.monotonic() >= next_checkpoint:
                 self.metrics.flush()  # after a kill -9, the curves then reach the checkpoint too
@@ -295,81 +204,35 @@ class Trainer:
     def _finish_world(self) -> None:
         pass
 
+    # --- the children's messages (messages.py) ---
     def _drain(self, timeout: float):
-        """Handle the queued stats; returns (name, traceback) if a child reported a crash."""
+        """Handle the children's messages; returns (name, traceback) if a child reported a crash."""
         failure = None
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                message = self.stats.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                return failure
-            except Exception as exc:  # noqa: BLE001 - e.g. tensors from a child that has exited since
-                print(f"warning: lost a message from a child process ({type(exc).__name__}: {exc})", file=sys.stderr, flush=True)
-                continue
-            if message[0] == "error":
-                failure = failure or (message[1], message[2])
-            elif message[0] == "worker_state":
-                self.final_worker_states[message[1]] = unpack(message[2])
-            elif message[0] == "eval":
+        for message in self.children.read(self.to_trainer, timeout):
+            if isinstance(message, ChildFailed):
+                failure = failure or (message.name, message.traceback)
+            elif isinstance(message, WorkerState):
+                self.final_worker_states[message.rank] = unpack(message.packed)
+            elif isinstance(message, Evaluation):
                 self._on_eval(message)
             else:
                 self._on_stats(message)
+        return failure
 
-    def _on_eval(self, message) -> None:
-        step, mean, weights = message[1], message[2], message[5]
-        self.metrics.handle(message[:5])
-        if weights is not None and (self.best_eval is None or mean > self.best_eval):
-            previous, self.best_eval = self.best_eval, mean
-            if not self.save("best.pt", step, model_state=weights):
+    def _on_eval(self, evaluation: Evaluation) -> None:
+        self.metrics.handle(evaluation)
+        if evaluation.new_best:  # the evaluator's call (messages.Evaluation)
+            previous, self.best_eval = self.best_eval, evaluation.mean
+            if not self.save("best.pt", evaluation.step, model_state=evaluation.weights):
                 self.best_eval = previous  # latest.pt must not claim a best that best.pt does not hold
         target = self.cfg.target_eval_return
-        if target is not None and mean >= target and not self.target_reached:
+        if target is not None and evaluation.mean >= target and not self.target_reached:
             self.target_reached = True
-            self.metrics.say(f"evaluation mean {mean:.2f} reached --target-eval-return {target:g}: stopping")
+            self.metrics.say(f"evaluation mean {evaluation.mean:.2f} reached --target-eval-return {target:g}: stopping")
 
     def _dead_child(self):
-        for name, process in self.processes.items():
-            if process.exitcode not in (None, 0):
-                # Give its traceback a moment to arrive on the queue before saying less.
-                reported = self._drain(timeout=1.0)
-                if reported:
-                    return reported
-                code = process.exitcode
-                how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
-                return name, f"{name} died ({how}) without a traceback"
-        return None
-
-    def _shutdown(self) -> None:
-        """Stop event, bounded joins (draining the queue so children can flush), then force."""
-        self.stop_event.set()
-        deadline = time.monotonic() + JOIN_TIMEOUT_S
-        started = [p for p in self.processes.values() if p.pid is not None]
-        while any(p.is_alive() for p in started) and time.monotonic() < deadline:
-            self._drain(timeout=0.1)
-        for process in started:
-            if process.is_alive():  # children ignore SIGTERM: a straggler is killed
-                process.kill()
-            process.join()
-        self._drain(timeout=0.1)  # what the children flushed just before exiting (worker states)
-
-
-@contextlib.contextmanager
-def tracker_leak_warning_off():
-    """Start multiprocessing's resource tracker without its "leaked semaphore objects" warning.
-    A trainer that exits at once (a second Ctrl-C) or is killed leaves its semaphores to the
-    tracker, which removes them, as designed, and then warns as if that were a bug. The tracker
-    takes its warning filters from PYTHONWARNINGS when it starts, so the filter is set only then."""
-    previous = os.environ.get("PYTHONWARNINGS")
-    ours = "ignore::UserWarning:multiprocessing.resource_tracker"
-    os.environ["PYTHONWARNINGS"] = f"{previous},{ours}" if previous else ours
-    try:
-        yield
-    finally:
-        if previous is None:
-            del os.environ["PYTHONWARNINGS"]
-        else:
-            os.environ["PYTHONWARNINGS"] = previous
+        dead = self.children.first_dead()
+        return dead and (self._drain(timeout=1.0) or dead)  # its traceback may still be on its way
 
 
 def train(cfg: Config, explicit: set[str] = frozenset()) -> int:

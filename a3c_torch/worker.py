@@ -20,15 +20,18 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from a3c_torch.child_context import WorkerContext
 from a3c_torch.envs import EnvSettings, make_env
-from a3c_torch.faults import FaultPlan
+from a3c_torch.faults import with_faults
 from a3c_torch.losses import LossTerms, a3c_loss, gae, next_state_values
+from a3c_torch.messages import Episode, Losses, WorkerState
 from a3c_torch.model import ActorCritic, State, sample_action
-from a3c_torch.optim import hand_off_gradients, scheduled_lr, set_learning_rate
+from a3c_torch.lr_schedule import LrSchedule
+from a3c_torch.optim import hand_off_gradients
 from a3c_torch.processes import parent_alive, run_child, setup_child
 from a3c_torch.worker_state import capture_worker, pack, restore_worker
 
-# Losses are averaged over this many updates before they go on the stats queue.
+# Losses are averaged over this many updates before they go to the trainer.
 UPDATES_PER_REPORT = 10
 # This many non-finite updates in a row mean the run has diverged: stop instead of going on.
 MAX_CONSECUTIVE_SKIPS = 50
@@ -161,34 +164,32 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def worker_main(rank, cfg, shared_model, optimizer, global_steps, stop_event, stats_queue, parent_pid, seed=None, saved_state=None):
-    """Process entry point (spawned): report any crash to the trainer, then exit non-zero.
-
-    `saved_state` (from the checkpoint, see worker_state.py) continues the worker exactly.
-    """
-    run_child(f"worker {rank}", stats_queue, _work, rank, cfg, shared_model, optimizer, global_steps, stop_event, stats_queue, parent_pid, seed, saved_state)
+def worker_main(context: WorkerContext) -> None:
+    """Process entry point (spawned): report any crash to the trainer, then exit non-zero."""
+    run_child(context.name, context.to_trainer, _work, context)
 
 
-def _work(rank, cfg, shared_model, optimizer, global_steps, stop_event, stats_queue, parent_pid, seed, saved_state):
-    setup_child(parent_pid)
-    seed = cfg.seed + rank if seed is None else seed
+def _work(context: WorkerContext) -> None:
+    cfg, shared_model, optimizer, global_steps, to_trainer = context.cfg, context.shared_model, context.optimizer, context.global_steps, context.to_trainer
+    setup_child(context.trainer_pid)
+    seed = cfg.seed + context.rank if context.seed is None else context.seed
     seed_everything(seed)
-    settings = EnvSettings.from_config(cfg)
-    envs = [make_env(settings, seed=env_seed(seed, k), train=True) for k in range(cfg.envs_per_process)]
+    envs = [make_env(EnvSettings.from_config(cfg), seed=env_seed(seed, k), train=True) for k in range(cfg.envs_per_process)]
     local_model = ActorCritic.like(shared_model)
     collector = RolloutCollector(envs, local_model, seed)
-    if saved_state is not None:
-        restore_worker(saved_state, collector)
-    faults = FaultPlan.for_worker(rank)  # A3C_TORCH_FAULT, for the reliability tests only
+    if context.saved_state is not None:
+        restore_worker(context.saved_state, collector)
+    update = with_faults(apply_update, context.rank)  # apply_update itself unless a test asks for a fault
+    schedule = LrSchedule.of(cfg)
     sums, updates, skipped, consecutive_skips = np.zeros(5), 0, 0, 0
-    while not stop_event.is_set() and global_steps.value < cfg.max_steps and parent_alive(parent_pid):
+    while not context.stop_flag.is_set() and global_steps.value < cfg.max_steps and parent_alive(context.trainer_pid):
         updates_at_copy = global_steps.updates
         copy_weights(shared_model, local_model)
         rollout = collector.collect(local_model, cfg.num_steps)
         terms = rollout_loss(local_model, rollout, cfg.gamma, cfg.gae_lambda, cfg.value_loss_coef, cfg.entropy_coef)
-        if cfg.lr_schedule != "constant":
-            set_learning_rate(optimizer, scheduled_lr(cfg.learning_rate, cfg.lr_schedule, global_steps.value, cfg.max_steps))
-        applied, grad_norm = apply_update(local_model, shared_model, optimizer, faults.on_update(terms.total, shared_model), cfg.max_grad_norm)
+        if schedule.varies:
+            schedule.set(optimizer, global_steps.value)
+        applied, grad_norm = update(local_model, shared_model, optimizer, terms.total, cfg.max_grad_norm)
         if applied:
             consecutive_skips = 0
             # Staleness: the other workers' updates that landed between this copy and this update.
@@ -201,14 +202,14 @@ def _work(rank, cfg, shared_model, optimizer, global_steps, stop_event, stats_qu
                 raise FloatingPointError(f"{consecutive_skips} updates in a row had a non-finite loss or gradient; the run has diverged (try a lower --lr)")
         step = global_steps.add(rollout.num_steps)
         for episode_return, length in rollout.episodes:
-            stats_queue.put(("episode", step, episode_return, length))
+            to_trainer.put(Episode(step, episode_return, length))
         steps = float(rollout.num_steps)  # losses are reported per agent step
         sums += (terms.policy_loss.item() / steps, terms.value_loss.item() / steps, terms.entropy.item() / steps, grad_norm, staleness)
         updates += 1
         if updates == UPDATES_PER_REPORT:
-            stats_queue.put(("losses", step, *(sums / updates), skipped))
+            to_trainer.put(Losses.mean_of(step, sums, updates, skipped))
             sums, updates, skipped = np.zeros(len(sums)), 0, 0
-    if parent_alive(parent_pid):  # stopped at a rollout boundary: the trainer checkpoints this
-        stats_queue.put(("worker_state", rank, pack(capture_worker(collector))))
+    if parent_alive(context.trainer_pid):  # stopped at a rollout boundary: the trainer checkpoints this
+        to_trainer.put(WorkerState(context.rank, pack(capture_worker(collector))))
     for env in envs:
         env.close()

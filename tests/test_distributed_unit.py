@@ -13,6 +13,7 @@ from a3c_torch.distributed.server import ParameterServer
 from a3c_torch.distributed.sync import NodeSync, adopt_global, parameter_delta
 from a3c_torch.distributed.world import DistributedSettings, World
 from a3c_torch.errors import UsageError
+from a3c_torch.messages import Episode
 from a3c_torch.model import ActorCritic
 from tests.helpers import REPO
 
@@ -141,8 +142,8 @@ def test_a_node_gets_its_own_optimizer_state_back_else_rank_0s():
 
 def test_forwarded_stats_are_handed_over_once():
     server = ParameterServer([torch.zeros(1)], 0, 100)
-    server.push(1, [torch.zeros(1)], steps=20, stats=[("episode", 20, 9.0, 9)])
-    assert server.take_stats() == [("episode", 20, 9.0, 9)]
+    server.push(1, [torch.zeros(1)], steps=20, stats=[Episode(20, 9.0, 9)])
+    assert server.take_stats() == [Episode(20, 9.0, 9)]
     assert server.take_stats() == []
 
 

@@ -1,7 +1,12 @@
-"""The README is a 3-minute read that links to docs/ for the rest; no link leads nowhere."""
+"""The README is a 3-minute read that links to docs/ for the rest; no link leads nowhere; the rules
+the docs state (what a resume must keep, the defaults) agree with the code."""
 
+import dataclasses
 import re
 
+import pytest
+
+from a3c_torch.config import IDENTITY_FIELDS, IDENTITY_FLAGS, OPTIMIZER_LR_PER_ENV, STALENESS_BUDGET, Config, build_parser, default_envs_per_process
 from helpers import REPO
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -43,3 +48,83 @@ def test_the_readme_is_short_and_links_every_page_of_docs():
 def test_the_pictures_are_small():
     for image in ("docs/images/breakout-agent.gif", "docs/images/pong-84-agent.gif", "results/breakout-a3c-k4-lr4e-4/learning_curve.png", "results/breakout-a3c-centred-linear-k4/learning_curve.png", "results/breakout-a3c-k4-lr4e-4/breakout-agent.gif"):
         assert (REPO / image).stat().st_size < 1_000_000, image
+
+
+# --- stated rules that must follow the code --------------------------------------------------------
+IDENTITY_LIST = ", ".join(f"`--{name.replace('_', '-')}`" for name in IDENTITY_FIELDS)
+
+
+def flat(page) -> str:
+    return " ".join(page.read_text().split())  # line breaks inside a sentence do not matter
+
+
+def test_the_settings_a_resume_must_keep_are_listed_as_the_code_has_them():
+    """config.IDENTITY_FIELDS: --help is generated from them, and every page that states the rule
+    (a resume, a distributed node) lists exactly them, in their order."""
+    resume_help = next(a.help for a in build_parser()._actions if a.dest == "resume")
+    assert IDENTITY_FLAGS in resume_help and all(f"--{name.replace('_', '-')}" in resume_help for name in IDENTITY_FIELDS)
+    for page, times in (("training.md", 1), ("reliability.md", 2), ("distributed.md", 1)):
+        assert flat(REPO / "docs" / page).count(IDENTITY_LIST) == times, f"docs/{page}: the list must read {IDENTITY_LIST}"
+
+
+def flag_rows(page) -> list[tuple[list[str], str]]:
+    """(flags, default cell) of each row of a page's table of train.py flags."""
+    rows = []
+    for line in page.read_text().splitlines():
+        if line.startswith("| `--"):
+            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+            rows.append(([f for f in re.findall(r"`--([a-z-]+)`", cells[0]) if not f.startswith("no-")], cells[1]))
+    return rows
+
+
+def check_envs_per_process(text: str) -> None:
+    """E.g. "4 (1-2 workers), 3 (3-4), 2 (5-8), 1 (9+)": every range named, and what comes after."""
+    ranges = re.findall(r"(\d+) (?:\(|for )(\d+)-(\d+)", text)
+    assert len(ranges) == 3, text
+    for envs, first, last in ranges:
+        assert {default_envs_per_process(n) for n in range(int(first), int(last) + 1)} == {int(envs)}, text
+    beyond = int(ranges[-1][2]) + 1
+    assert re.search(rf"1 (\({beyond}\+\)|beyond)", text) and {default_envs_per_process(n) for n in range(beyond, 65)} == {1}, text
+
+
+def check_lr(text: str) -> None:
+    """The default rate's rule, with whatever figures the page quotes."""
+    per_env = re.search(r"([\d.]+e-\d+) x (?:K|envs per process)", text)
+    assert per_env and float(per_env.group(1)) == OPTIMIZER_LR_PER_ENV["adam"], text
+    for lr, workers in re.findall(r"([\d.]+e-\d+) with (\d+) workers", text):
+        assert Config(num_processes=int(workers)).learning_rate == pytest.approx(float(lr), rel=0.01), text
+    for cap in re.findall(r"at most ([\d.]+e-\d+) / sqrt", text):
+        assert float(cap) == STALENESS_BUDGET, text
+    for lr in re.findall(r"([\d.]+e-\d+) x K \(rmsprop\)", text):
+        assert float(lr) == OPTIMIZER_LR_PER_ENV["rmsprop"], text
+
+
+SPECIAL = {
+    "num_processes": lambda text: text == "CPU cores",  # os.cpu_count()
+    "envs_per_process": check_envs_per_process,
+    "lr": check_lr,
+}
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/training.md"])
+def test_the_flag_tables_give_the_real_defaults(page):
+    defaults = {f.name: f.default for f in dataclasses.fields(Config)}
+    rows = flag_rows(REPO / page)
+    assert len(rows) >= 10
+    for flags, cell in rows:
+        values = [cell] if len(flags) == 1 else [value.strip() for value in cell.split(", ")]
+        assert len(values) == len(flags), f"{page}: {flags} | {cell}"
+        for flag, value in zip(flags, values):
+            name = flag.replace("-", "_")
+            assert name in defaults, f"{page}: --{flag} is not a train.py flag"
+            default = defaults[name]
+            if name in SPECIAL:
+                assert SPECIAL[name](value) is not False, f"{page}: --{flag} | {value}"
+            elif value == "":
+                assert default is None, f"{page}: --{flag} has a default, {default!r}"
+            elif value in ("on", "off"):
+                assert default == (value == "on") if isinstance(default, bool) else (value == "off" and default is None), f"{page}: --{flag} | {value}"
+            elif value.startswith("`"):
+                assert value == f"`{default}`", f"{page}: --{flag} | {value}, the code says {default!r}"
+            else:
+                assert float(value.removesuffix(" s").replace(",", "")) == default, f"{page}: --{flag} | {value}, the code says {default!r}"

@@ -139,3 +139,16 @@ def test_unknown_env_suggests_close_matches(env_id, expected):
 def test_envs_the_model_cannot_handle_are_refused(env_id):
     with pytest.raises(UsageError, match=env_id):
         make_env(EnvSettings(env_id))
+
+
+def test_a_process_that_makes_atari_envs_prints_no_ale_banner():
+    """Every process imports envs.py (a spawned worker or evaluator too): ALE stays quiet in all."""
+    import subprocess
+    import sys
+
+    code = ("from a3c_torch.config import Config; from a3c_torch.envs import EnvSettings, make_env\n"
+            "settings = EnvSettings.from_config(Config(env_id='ALE/Pong-v5'))\n"
+            "for train in (True, False): make_env(settings, seed=1, train=train).reset(seed=1)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "A.L.E" not in result.stdout + result.stderr and "Stella" not in result.stdout + result.stderr, result.stderr

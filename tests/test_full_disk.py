@@ -27,8 +27,10 @@ from tensorboard.summary.writer.record_writer import RecordWriter
 import a3c_torch.checkpoint as checkpoint_module
 from a3c_torch.config import Config
 from a3c_torch.errors import UsageError
+from a3c_torch.messages import Episode, Evaluation, Losses
 from a3c_torch.metrics import Metrics
-from a3c_torch.trainer import EXIT_FAILED, Trainer
+from a3c_torch.run_end import EXIT_FAILED
+from a3c_torch.trainer import Trainer
 from helpers import REPO, load, only_run_dir, wait_for
 
 NO_SPACE = "no space left on device"
@@ -94,7 +96,7 @@ def test_a_failed_write_says_why_and_what_is_kept_truthfully(tmp_path, monkeypat
     # best.pt: no false "the previous best.pt is kept", and the best score stays that of best.pt.
     trainer.metrics = _Quiet()
     weights = {k: v.clone() for k, v in trainer.model.state_dict().items()}
-    trainer._on_eval(("eval", 60, 9.5, 1.0, 10.0, weights))
+    trainer._on_eval(Evaluation(60, 9.5, 1.0, 10.0, new_best=True, weights=weights))
     assert lines(capsys.readouterr().err) == [f"warning: best.pt not written at step 60: {NO_SPACE}; there is no earlier best.pt"]
     assert trainer.best_eval is None
 
@@ -175,12 +177,12 @@ def metrics(run_dir, resumed=False) -> Metrics:
 def test_a_full_disk_under_the_event_files_stops_the_curves_with_one_line_not_the_run(tmp_path, monkeypatch, capsys):
     seen = thread_errors(monkeypatch)
     log = metrics(tmp_path)
-    log.handle(("episode", 10, 1.0, 5))
+    log.handle(Episode(10, 1.0, 5))
     log.flush()
     fail_event_writes(monkeypatch)
     for step in range(20, 400, 20):  # the writer thread dies on the first write; its caller must not
-        log.handle(("episode", step, 1.0, 5))
-        log.handle(("losses", step, 0.1, 0.2, 0.3, 0.4, 0))
+        log.handle(Episode(step, 1.0, 5))
+        log.handle(Losses(step, 0.1, 0.2, 0.3, 0.4, 0.0, 0))
         log.tick(step)
         log.flush()
     log.close(400)

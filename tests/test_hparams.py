@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from a3c_torch.config import Config
+from a3c_torch.messages import Evaluation
 from a3c_torch.metrics import BEST_EVAL_TAG, Metrics, hparams_of
 
 
@@ -21,8 +22,11 @@ def write_run(run_dir: Path, lr: float, eval_means: list[float]) -> None:
     """What the trainer writes for a run, without training: the metrics of a few evaluations."""
     config = Config(env_id="CartPole-v1", lr=lr).to_dict()
     metrics = Metrics(run_dir, config, start_step=0, max_steps=10_000, learning_rate=lambda step: lr, log_interval=10.0, resumed=False)
+    best = None
     for i, mean in enumerate(eval_means):
-        metrics.handle(("eval", 1000 * (i + 1), mean, 1.0, 50.0))
+        new_best = best is None or mean > best  # as the evaluator decides it
+        best = mean if new_best else best
+        metrics.handle(Evaluation(1000 * (i + 1), mean, 1.0, 50.0, new_best))
     metrics.close(1000 * len(eval_means))
 
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from a3c_torch.optim import SharedAdam, SharedRMSprop, at_scheduled_lr, hand_off_gradients, rate_change_on_resume, scheduled_lr
+from a3c_torch.optim import SharedAdam, SharedRMSprop, hand_off_gradients
 
 
 def small_model(seed=0):
@@ -161,31 +161,3 @@ def test_load_state_dict_keeps_the_learning_rate_it_was_built_with(cls):
     optimizer = cls(small_model().parameters(), lr=3e-5)
     optimizer.load_state_dict(saved)
     assert [group["lr"] for group in optimizer.param_groups] == [3e-5]
-
-
-def test_scheduled_learning_rates():
-    assert scheduled_lr(1e-3, "constant", 900, 1000) == 1e-3
-    assert scheduled_lr(1e-3, "linear", 0, 1000) == 1e-3
-    assert scheduled_lr(1e-3, "linear", 250, 1000) == pytest.approx(7.5e-4)
-    assert scheduled_lr(1e-3, "linear", 1000, 1000) == 0.0
-    assert scheduled_lr(1e-3, "linear", 1040, 1000) == 0.0, "the last rollouts past --max-steps do not go negative"
-    with pytest.raises(ValueError):
-        scheduled_lr(1e-3, "cosine", 0, 1000)
-
-
-def test_a_saved_state_shows_the_scheduled_rate_of_the_optimizers_own_base_lr():
-    optimizer = SharedAdam(small_model().parameters(), lr=5e-5)
-    assert [g["lr"] for g in at_scheduled_lr(optimizer.state_dict(), "linear", 2500, 10_000)["param_groups"]] == [pytest.approx(3.75e-5)]
-    assert [g["lr"] for g in at_scheduled_lr(optimizer.state_dict(), "constant", 2500, 10_000)["param_groups"]] == [5e-5]
-    assert [g["lr"] for g in optimizer.param_groups] == [5e-5], "the live optimizer is left as it is"
-
-
-def test_a_resume_that_moves_the_rate_in_use_says_so():
-    from a3c_torch.config import Config
-
-    finished = Config(lr=4e-4, lr_schedule="linear", max_steps=10_000_000)
-    longer = Config(lr=4e-4, lr_schedule="linear", max_steps=20_000_000)
-    assert rate_change_on_resume(finished, longer, 10_000_000) == ["learning rate at step 10,000,000: 0 -> 0.0002"]
-    assert rate_change_on_resume(finished, Config(lr=4e-4, lr_schedule="linear", max_steps=10_000_000, log_interval=5), 6_000_000) == []
-    constant = Config(lr=4e-4, lr_schedule="constant", max_steps=10_000_000)
-    assert rate_change_on_resume(constant, Config(lr=4e-4, lr_schedule="constant", max_steps=30_000_000), 6_000_000) == [], "a constant rate does not follow --max-steps"

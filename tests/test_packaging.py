@@ -1,6 +1,12 @@
-"""`pip install .` installs what `make` installs: pyproject.toml declares requirements.txt's pins."""
+"""`pip install .` installs what `make` installs: pyproject.toml declares requirements.txt's pins,
+and both commands (a3c-train, a3c-evaluate)."""
 
+import os
 import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -35,3 +41,44 @@ def test_the_package_is_found_and_nothing_else():
     config = tomllib.loads((REPO / "pyproject.toml").read_text())
     assert config["tool"]["setuptools"]["packages"]["find"]["include"] == ["a3c_torch*"]
     assert (REPO / "a3c_torch" / "__init__.py").exists() and (REPO / "a3c_torch" / "distributed" / "__init__.py").exists()
+
+
+def test_pyproject_declares_both_commands():
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"a3c-train": "a3c_torch.cli:train", "a3c-evaluate": "a3c_torch.cli:evaluate"}
+
+
+def test_the_commands_set_one_openmp_thread_before_torch_is_imported():
+    code = "import os, sys; import a3c_torch.cli; print(os.environ['OMP_NUM_THREADS'], 'torch' in sys.modules)"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert result.stdout.split() == ["1", "False"], result.stderr
+
+
+@pytest.mark.slow
+def test_pip_install_in_a_fresh_venv_gives_both_commands(tmp_path):
+    """Offline and in seconds: a venv without packages of its own sees this interpreter's
+    site-packages through a .pth file (the dependencies, pip and setuptools), and pip installs the
+    project into it without its dependencies and without build isolation. The project is copied
+    first: a build writes build/ and *.egg-info beside the sources."""
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    shutil.copytree(REPO / "a3c_torch", source / "a3c_torch", ignore=shutil.ignore_patterns("__pycache__"))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    site_packages = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True).stdout.strip()
+    (Path(site_packages) / "dependencies.pth").write_text("\n".join(p for p in sys.path if p.endswith("site-packages")) + "\n")
+    install = subprocess.run([python, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index", "--quiet", str(source)],
+                             capture_output=True, text=True, timeout=300, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    assert install.returncode == 0, install.stderr
+    for command, usage in (("a3c-train", "usage: train.py"), ("a3c-evaluate", "usage: evaluate.py")):
+        result = subprocess.run([venv / "bin" / command, "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0 and result.stdout.startswith(usage), result.stderr
+    located = subprocess.run([python, "-c", "import a3c_torch; print(a3c_torch.__file__)"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    assert located.startswith(str(venv)), f"the installed package, not the clone's: {located}"
+    # A user error through the installed command: the trainer's one line and exit code 2.
+    result = subprocess.run([venv / "bin" / "a3c-train", "--num-processes", "0"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stderr.strip() == "train.py: error: --num-processes must be a positive integer, got 0", result.stderr

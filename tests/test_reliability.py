@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from a3c_torch.checkpoint import non_finite_entries, save_checkpoint
-from a3c_torch.faults import FAULT_ENV_VAR, FaultPlan, InjectedFault
+from a3c_torch.faults import FAULT_ENV_VAR, FaultPlan, InjectedFault, with_faults
 from helpers import REPO, alive, children_of, load, only_run_dir, run_command, scalar_tags, wait_for
 
 TAG_VAR = "A3C_TORCH_TEST_TAG"
@@ -123,6 +123,20 @@ def test_fault_specs_are_parsed_strictly_and_target_one_rank():
     for bad in ("worker_raise", "explode:3", "worker_raise:x", "worker_raise:1:2:3"):
         with pytest.raises(ValueError, match=FAULT_ENV_VAR):
             FaultPlan.for_worker(0, bad)
+
+
+def test_the_update_line_is_apply_update_itself_unless_a_fault_is_asked_for(monkeypatch):
+    from a3c_torch.worker import apply_update
+
+    monkeypatch.delenv(FAULT_ENV_VAR, raising=False)
+    assert with_faults(apply_update, 0) is apply_update
+    monkeypatch.setenv(FAULT_ENV_VAR, "worker_nan_loss:1:1")
+    assert with_faults(apply_update, 0) is apply_update, "another worker's fault"
+    faulty = with_faults(apply_update, 1)
+    local, shared = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(shared.parameters(), lr=0.1)
+    applied, _ = faulty(local, shared, optimizer, local.weight.sum(), 40.0)
+    assert faulty is not apply_update and not applied, "the NaN loss reaches apply_update, which skips it"
 
 
 

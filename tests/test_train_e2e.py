@@ -12,9 +12,15 @@ from helpers import alive, children_of, load, only_run_dir, run_command, scalar_
 pytestmark = pytest.mark.slow
 
 
+def no_ale_banner(result) -> bool:
+    """Nothing of "A.L.E: Arcade Learning Environment (version ...)\n[Powered by Stella]" in the output."""
+    return not any(part in text for text in (result.stdout, result.stderr) for part in ("A.L.E", "Arcade Learning Environment", "Powered by Stella"))
+
+
 def test_pong_run_leaves_a_complete_run_directory_and_resume_continues(tmp_path):
     result = run_command("train.py", "--env-id", "ALE/Pong-v5", "--num-processes", "2", "--max-steps", "3000", "--runs-dir", tmp_path, "--no-evaluator", "--seed", "3")
     assert result.returncode == 0, result.stderr
+    assert no_ale_banner(result), "ALE's banner, from the trainer or a worker, would break the progress bar"
     run_dir = only_run_dir(tmp_path)
     assert run_dir.name.startswith("ALE_Pong-v5__a3c__3__")
     config = json.loads((run_dir / "config.json").read_text())
@@ -39,6 +45,7 @@ def test_pong_run_leaves_a_complete_run_directory_and_resume_continues(tmp_path)
     result = run_command("train.py", "--resume", run_dir, "--max-steps", "5000", "--lr", "5e-5", "--lr-schedule", "constant")
     assert result.returncode == 0, result.stderr
     assert only_run_dir(tmp_path) == run_dir, "resume continues in the same run directory"
+    assert no_ale_banner(result)
     assert "settings changed from step" in result.stdout and "lr_schedule linear -> constant" in result.stdout and "max_steps 3000 -> 5000" in result.stdout, result.stdout
     assert f"learning rate at step {first_steps:,}: 0 -> 5e-05" in result.stdout, result.stdout
     resumed_config = json.loads((run_dir / "config.json").read_text())

@@ -153,10 +153,11 @@ def test_the_worker_steps_with_the_scheduled_learning_rate(schedule, envs, monke
     import torch.multiprocessing as mp
 
     from a3c_torch import worker
+    from a3c_torch.child_context import WorkerContext
     from a3c_torch.config import Config
     from a3c_torch.processes import StepCounter, StopFlag
 
-    monkeypatch.setattr(worker, "setup_child", lambda parent_pid: None)  # signals stay pytest's
+    monkeypatch.setattr(worker, "setup_child", lambda trainer_pid: None)  # signals stay pytest's
     cfg = Config(env_id="CartPole-v1", num_processes=1, envs_per_process=envs, max_steps=200, lr=1e-3, lr_schedule=schedule)
     shared = ActorCritic((4,), 2, cfg.hidden_size)
     shared.share_memory()
@@ -164,7 +165,8 @@ def test_the_worker_steps_with_the_scheduled_learning_rate(schedule, envs, monke
     global_steps, seen = StepCounter(mp.get_context("spawn")), []
     step = optimizer.step
     monkeypatch.setattr(optimizer, "step", lambda: (seen.append((global_steps.value, optimizer.param_groups[0]["lr"])), step()))
-    worker._work(0, cfg, shared, optimizer, global_steps, StopFlag(mp.get_context("spawn")), queue.Queue(), os.getppid(), None, None)
+    worker._work(WorkerContext(cfg=cfg, shared_model=shared, global_steps=global_steps, stop_flag=StopFlag(mp.get_context("spawn")), to_trainer=queue.Queue(),
+                               trainer_pid=os.getppid(), rank=0, optimizer=optimizer))
     assert [s for s, _ in seen] == list(range(0, 200, 20 * envs)), "one update per rollout of 20 steps x envs"
     expected = [1e-3 if schedule == "constant" else 1e-3 * (1 - s / 200) for s, _ in seen]
     assert [lr for _, lr in seen] == pytest.approx(expected)

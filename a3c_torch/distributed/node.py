@@ -24,7 +24,8 @@ from a3c_torch.distributed.transport import RpcTransport
 from a3c_torch.distributed.world import DistributedSettings, World
 from a3c_torch.errors import UsageError
 from a3c_torch.run_dir import create_run_dir
-from a3c_torch.trainer import EXIT_FAILED, EXIT_OK, STOP_SIGNALS, Trainer
+from a3c_torch.run_end import EXIT_FAILED, EXIT_OK, STOP_SIGNALS
+from a3c_torch.trainer import Trainer
 
 WORKER_RANKS_PER_NODE = 1000  # seeds: worker i of node r plays with SEED + 1000 r + i
 OPTIMIZER_PUSH_INTERVAL_S = 60.0  # a node's optimizer state reaches rank 0's checkpoints this often
