@@ -68,15 +68,16 @@ def test_changed_settings_lists_what_a_resume_changed_and_nothing_else():
     assert changed_settings(before, Config(max_steps=20_000_000, lr=4e-4, lr_schedule="constant", resume="runs/x")) == []
 
 
-@pytest.mark.parametrize("optimizer, per_env", [("adam", 1e-4), ("rmsprop", 7e-4)])
-def test_the_default_learning_rate_scales_with_the_envs_per_worker(optimizer, per_env):
+@pytest.mark.parametrize("optimizer, lr_of", [("adam", lambda k: 2e-4 * k**0.5), ("rmsprop", lambda k: 7e-4 * k)])
+def test_the_default_learning_rate_scales_with_the_envs_per_worker(optimizer, lr_of):
+    """Adam: as sqrt(K) (tests/test_lr_scaling.py says why); RMSProp: as K."""
     for envs in (1, 4, 16):
-        assert Config(optimizer=optimizer, num_processes=1, envs_per_process=envs).learning_rate == pytest.approx(per_env * envs)
+        assert Config(optimizer=optimizer, num_processes=1, envs_per_process=envs).learning_rate == pytest.approx(lr_of(envs))
     assert Config(num_processes=2).learning_rate == pytest.approx(4e-4)  # the documented default
     assert Config(lr=3e-4, num_processes=2, envs_per_process=16).learning_rate == 3e-4  # an explicit --lr is kept as given
 
 
-@pytest.mark.parametrize("workers, envs, lr", [(1, 4, 4e-4), (2, 4, 4e-4), (4, 3, 3e-4), (8, 2, 2e-4), (12, 1, 1e-4), (16, 1, 1e-4), (64, 1, 5.3e-4 / 63**0.5)])
+@pytest.mark.parametrize("workers, envs, lr", [(1, 4, 4e-4), (2, 4, 4e-4), (3, 3, 2e-4 * 3**0.5), (4, 2, 2e-4 * 2**0.5), (8, 1, 2e-4), (12, 1, 5.3e-4 / 11**0.5), (16, 1, 5.3e-4 / 15**0.5), (64, 1, 5.3e-4 / 63**0.5)])
 def test_the_defaults_keep_the_hogwild_staleness_within_its_budget(workers, envs, lr):
     """8 workers at 4e-4 never learned Breakout: about N - 1 stale updates of about lr each land
     inside every rollout. The defaults take fewer envs per worker, then a lower lr, to keep

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from a3c_torch.config import IDENTITY_FIELDS, IDENTITY_FLAGS, OPTIMIZER_LR_PER_ENV, STALENESS_BUDGET, Config, build_parser, default_envs_per_process
+from a3c_torch.config import IDENTITY_FIELDS, IDENTITY_FLAGS, ADAM_LR_PER_SQRT_ENV, RMSPROP_LR_PER_ENV, STALENESS_BUDGET, Config, build_parser, default_envs_per_process
 from helpers import REPO
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -78,25 +78,25 @@ def flag_rows(page) -> list[tuple[list[str], str]]:
 
 
 def check_envs_per_process(text: str) -> None:
-    """E.g. "4 (1-2 workers), 3 (3-4), 2 (5-8), 1 (9+)": every range named, and what comes after."""
-    ranges = re.findall(r"(\d+) (?:\(|for )(\d+)-(\d+)", text)
+    """E.g. "4 (1-2 workers), 3 (3), 2 (4), 1 (5+)": every range named, and what comes after."""
+    ranges = re.findall(r"(\d+) \((\d+)(?:-(\d+))?(?: workers)?\)", text)
     assert len(ranges) == 3, text
     for envs, first, last in ranges:
-        assert {default_envs_per_process(n) for n in range(int(first), int(last) + 1)} == {int(envs)}, text
-    beyond = int(ranges[-1][2]) + 1
-    assert re.search(rf"1 (\({beyond}\+\)|beyond)", text) and {default_envs_per_process(n) for n in range(beyond, 65)} == {1}, text
+        assert {default_envs_per_process(n) for n in range(int(first), int(last or first) + 1)} == {int(envs)}, text
+    beyond = int(ranges[-1][2] or ranges[-1][1]) + 1
+    assert re.search(rf"1 \({beyond}\+\)", text) and {default_envs_per_process(n) for n in range(beyond, 65)} == {1}, text
 
 
 def check_lr(text: str) -> None:
     """The default rate's rule, with whatever figures the page quotes."""
-    per_env = re.search(r"([\d.]+e-\d+) x (?:K|envs per process)", text)
-    assert per_env and float(per_env.group(1)) == OPTIMIZER_LR_PER_ENV["adam"], text
+    per_env = re.search(r"([\d.]+e-\d+) x sqrt\((?:K|envs per process)\)", text)
+    assert per_env and float(per_env.group(1)) == ADAM_LR_PER_SQRT_ENV, text
     for lr, workers in re.findall(r"([\d.]+e-\d+) with (\d+) workers", text):
         assert Config(num_processes=int(workers)).learning_rate == pytest.approx(float(lr), rel=0.01), text
     for cap in re.findall(r"at most ([\d.]+e-\d+) / sqrt", text):
         assert float(cap) == STALENESS_BUDGET, text
     for lr in re.findall(r"([\d.]+e-\d+) x K \(rmsprop\)", text):
-        assert float(lr) == OPTIMIZER_LR_PER_ENV["rmsprop"], text
+        assert float(lr) == RMSPROP_LR_PER_ENV, text
 
 
 SPECIAL = {

@@ -113,6 +113,6 @@ def test_train_help_as_a_user_sees_it():
     assert result.returncode == 0 and not result.stderr
     text = " ".join(result.stdout.split())
     assert "--evaluator, --no-evaluator run the evaluator process" in text and "--no-evaluator turns it off (on by default)" in text
-    assert "--lr LR learning rate (default: 1e-4 x ENVS_PER_PROCESS with --optimizer adam, at most 5.3e-4 / sqrt(NUM_PROCESSES - 1);" in text
-    assert "--envs-per-process ENVS_PER_PROCESS envs each worker plays side by side" in text and "(default: 4 for 1 or 2 workers, 3 for 3 or 4, 2 for 5 to 8, 1 for more:" in text
+    assert "--lr LR learning rate (default: 2e-4 x sqrt(ENVS_PER_PROCESS) with --optimizer adam, at most 5.3e-4 / sqrt(NUM_PROCESSES - 1);" in text
+    assert "--envs-per-process ENVS_PER_PROCESS envs each worker plays side by side" in text and "(default: 4 for 1 or 2 workers, 3 for 3, 2 for 4, 1 for 5 or more:" in text
     assert "None" not in text

@@ -25,7 +25,7 @@ def test_pong_run_leaves_a_complete_run_directory_and_resume_continues(tmp_path)
     assert run_dir.name.startswith("ALE_Pong-v5__a3c__3__")
     config = json.loads((run_dir / "config.json").read_text())
     assert config["env_id"] == "ALE/Pong-v5" and config["num_processes"] == 2
-    assert config["lr"] == pytest.approx(4e-4), "the default lr, resolved (1e-4 x 4 envs per worker), is recorded with the run"
+    assert config["lr"] == pytest.approx(4e-4), "the default lr, resolved (2e-4 x sqrt(4 envs per worker)), is recorded with the run"
     assert (config["model"], config["lr_schedule"]) == ("a3c-centred", "linear"), "the defaults are recorded with the run"
     checkpoint = load(run_dir / "checkpoints" / "latest.pt")  # weights_only=True
     first_steps = checkpoint["global_step"]
@@ -65,14 +65,15 @@ def test_pong_run_leaves_a_complete_run_directory_and_resume_continues(tmp_path)
 
 def test_eight_workers_take_the_staleness_defaults_and_measure_about_seven_stale_updates(tmp_path):
     """The user's `--num-processes 8`: about 7 other updates land inside each worker's rollout
-    (losses/staleness), so the defaults take 2 envs per worker and lr 2e-4, keeping (N - 1) x lr
-    within the budget that learned Breakout (at 4 envs and 4e-4, 8 workers never learned it)."""
+    (losses/staleness), so the defaults take 1 env per worker and lr 2e-4, keeping lr x sqrt(N - 1)
+    within the budget that learned Breakout (at 4 envs and 4e-4, 8 workers never learned it) and
+    Adam's progress per step at the 2-worker default's (2e-4 x sqrt(1) = 4e-4 / sqrt(4))."""
     result = run_command("train.py", "--env-id", "CartPole-v1", "--num-processes", "8", "--max-steps", "12000", "--runs-dir", tmp_path, "--no-evaluator")
     assert result.returncode == 0, result.stderr
     run_dir = only_run_dir(tmp_path)
     config = json.loads((run_dir / "config.json").read_text())
-    assert (config["envs_per_process"], config["lr"]) == (2, pytest.approx(2e-4)), config
-    assert "with 8 worker processes x 2 envs" in result.stdout, result.stdout
+    assert (config["envs_per_process"], config["lr"]) == (1, pytest.approx(2e-4)), config
+    assert "with 8 worker processes, up to" in result.stdout, result.stdout  # one env each: no "x K envs"
     staleness = [event.value for event in scalar_tags(run_dir)["losses/staleness"]]
     assert len(staleness) >= 8 and 3 <= sum(staleness) / len(staleness) <= 12, staleness
 
