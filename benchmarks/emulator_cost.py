@@ -9,7 +9,7 @@ interleaved blocks so a shared machine's drift hits all of them alike:
   what the workers play;
 - `bare`: the bare ALEInterface doing the lean stack's emulator and observation work and nothing
   else (4 `act` calls, two grayscale screens, their max, the INTER_AREA resize): the floor for
-  any stack that gives these observations;
+  any stack that gives these observations, the t_ale of benchmarks/limit.py;
 - `vector`: ale-py's AtariVectorEnv with the same preprocessing done in C++ (frame skip 4, max
   of the last two frames, 84x84 grayscale, one frame, sticky actions 0.25, raw rewards, no
   FIRE at reset), on one thread;
@@ -34,11 +34,11 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import ale_py  # noqa: E402
-import cv2  # noqa: E402
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 
 from a3c_torch.envs import EnvSettings, make_env  # noqa: E402
+from benchmarks.limit import BareAle  # noqa: E402
 
 BLOCK_S = 2.0  # one interleaved block per setup
 
@@ -83,41 +83,14 @@ def vector(env_id: str, envs: int, rng):
     return play
 
 
-def bare_games(env_id: str, envs: int) -> list:
-    games = []
-    for k in range(envs):
-        ale = ale_py.ALEInterface()
-        ale.setInt("random_seed", k)
-        ale.setFloat("repeat_action_probability", 0.25)
-        ale.loadROM(ale_py.roms.get_rom_path(gym.spec(env_id).kwargs["game"]))
-        games.append(ale)
-    return games
-
-
 def bare(env_id: str, envs: int, rng):
-    games = bare_games(env_id, envs)
-    action_set = games[0].getMinimalActionSet()
-    frames = [np.zeros(games[0].getScreenDims(), dtype=np.uint8) for _ in range(2)]
-
-    def play() -> int:
-        for ale in games:
-            action = action_set[int(rng.integers(len(action_set)))]
-            for t in range(4):
-                ale.act(action)
-                if t >= 2:
-                    ale.getScreenGrayscale(frames[3 - t])
-            np.maximum(frames[0], frames[1], out=frames[0])
-            cv2.resize(frames[0], (84, 84), interpolation=cv2.INTER_AREA)
-            if ale.game_over():
-                ale.reset_game()
-        return envs
-
-    return play
+    """The t_ale of benchmarks/limit.py."""
+    return BareAle(env_id, envs, 84, 0.25, False, rng).step
 
 
 def raw(env_id: str, envs: int, rng):
-    games = bare_games(env_id, envs)
-    action_set = games[0].getMinimalActionSet()
+    ale = BareAle(env_id, envs, 84, 0.25, False, rng)
+    games, action_set = ale.games, ale.action_set
     screen = np.empty(games[0].getScreenDims(), dtype=np.uint8)
 
     def play() -> int:

@@ -35,25 +35,39 @@ a full core) and how many cores everything else on the machine used ("other load
 worker CPU-s" = training SPS / worker cores is the per-core training speed with that contention
 mostly factored out; compare it with the emulator's steps per CPU-second.
 
-(c) The classic worker pattern (benchmarks/classic_pattern.py: forward with autograd at every
+(c) The limit (benchmarks/limit.py): for each model and K the setups train with, in a spawned
+    process with one thread, the bare ALE work of an agent step (t_ale: 4 `act` calls, the max
+    of the last two screens, the resize) and the real network's work (t_net: the acting forward
+    at batch K, plus the update per agent step), for --limit-seconds each after
+    --limit-warmup. One core can train at most 1 / (t_ale + t_net) steps/s; "of limit" =
+    SPS / (min(N, CPUs) / (t_ale + t_net)). The report warns when that process got less than
+    0.9 of a core: the fractions are then too high.
+
+(d) The classic worker pattern (benchmarks/classic_pattern.py: forward with autograd at every
     acting step, batch 1, one backward per rollout; the universe trunk by default, the network
     of the worker before --model existed), one process, steps counted for --seconds after
     --warmup: the baseline of the "x classic" column.
 
-Each training run is one setup, `--model:--envs-per-process` (--setups), with 1..N workers.
+Each training run is one setup (--setups) with 1..N workers: `default`, train.py as a user runs
+it (no --model, no --envs-per-process: its default model, and the K it resolves for N workers,
+checked against the trainer's own start line), or `MODEL:ENVS`, its --model and
+--envs-per-process.
 With --repeat R, each setup's 1..N runs are measured R times, interleaved (1, 2, 1, 2, ...): the
 table shows medians, and a repeat's efficiency divides its N-worker run by the 1-worker run
 just before it, so that a shared machine's slow drift cancels out; every run is listed below it.
 
 Columns of the training table
 -----------------------------
-setup           --model:--envs-per-process; * marks train.py's defaults
+setup           default (train.py's own, with the model:K it resolved) or --model:--envs-per-process;
+                * marks a MODEL:ENVS that is train.py's default with that N
 N               worker processes
 SPS             training agent steps/s (all workers together; Atari frames/s = 4x this)
 SPS/proc        SPS / N
 train/emu       (SPS / N) / (emulator steps/s on one core, single process): the fraction of the
                 emulator ceiling a worker reaches; 1 - train/emu is the share of a worker's time
                 spent on the network and the update
+of limit        SPS / (min(N, CPUs) / (t_ale + t_net)), t_ale and t_net of the row's model and K: the
+                fraction of what the bare emulator and the network alone would allow
 efficiency      SPS(N) / (N * SPS(1)) of the same setup: 1.0 is perfect scaling
 x classic       (SPS / N) / the classic pattern's steps/s
 x universe:1    (SPS / N) / that of the setup universe:1 with the same N (the worker as it was
@@ -64,8 +78,8 @@ steps/CPU-s     SPS / worker cores
 
 Run
 ---
-    .venv/bin/python benchmarks/throughput.py                       # Pong, 4 setups x 1..cpu_count workers, 30 s each
-    .venv/bin/python benchmarks/throughput.py --setups universe:1 a3c:4 --max-processes 1
+    .venv/bin/python benchmarks/throughput.py                       # Pong, default and universe:1 x 1..cpu_count workers, 30 s each
+    .venv/bin/python benchmarks/throughput.py --setups default universe:1 a3c:4 --max-processes 1
     .venv/bin/python benchmarks/throughput.py --seconds 15 --max-processes 2 --json /tmp/tp.json
     .venv/bin/python benchmarks/throughput.py --env-id ALE/Breakout-v5 --no-emulator-parallel
     .venv/bin/python benchmarks/throughput.py --screen-size 42 --max-processes 2   # the smaller input
@@ -99,10 +113,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from a3c_torch.config import MODELS, Config  # noqa: E402
+from benchmarks.limit import in_spawned_process, measure_in_child  # noqa: E402
 from benchmarks.proc_cpu import children, cpu_snapshot, is_spawned_worker  # noqa: E402
-from benchmarks.throughput_report import TODAY, print_report, setup_name  # noqa: E402
+from benchmarks.throughput_report import DEFAULT, TODAY, check_setup, print_report, resolve_setup, row_fraction, setup_name  # noqa: E402
 
 STEP_LINE = re.compile(r"^step ([\d,]+)/")
+# The trainer's start line: "training ALE/Pong-v5 (model a3c-centred) with 2 worker processes x 4 envs ..."
+# (no model for vector observations, no "x K envs" for K = 1).
+START_LINE = re.compile(r"^training \S+(?: \(model ([\w-]+)\))? with \d+ worker process(?:es)?(?: x (\d+) envs)?")
 
 
 # --------------------------------------------------------------------------- emulator
@@ -172,12 +190,6 @@ def classic_run(env_id: str, screen_size: int, model: str, seconds: float, warmu
     return {"model": model, **result}
 
 
-def run_in_child(function, *args):
-    """In a fresh spawned process (one torch thread, nothing left over from earlier measurements)."""
-    with mp.get_context("spawn").Pool(1) as pool:
-        return pool.apply(function, args)
-
-
 # --------------------------------------------------------------------------- training
 def slope(points: list[tuple[float, int]]) -> float:
     """Least-squares slope of step against time."""
@@ -188,16 +200,18 @@ def slope(points: list[tuple[float, int]]) -> float:
     return sum((t - mean_t) * (s - mean_s) for t, s in points) / var
 
 
-def measure_training(processes: int, setup: tuple[str, int], args) -> dict:
-    model, envs = setup
+def measure_training(processes: int, setup: str, args) -> dict:
+    model, envs = resolve_setup(setup, processes)
     runs_dir = tempfile.mkdtemp(prefix="a3c-throughput-")
+    chosen = [] if setup == DEFAULT else ["--model", model, "--envs-per-process", str(envs)]  # default: train.py's own
     cmd = [
         sys.executable, str(ROOT / "train.py"),
         "--env-id", args.env_id, "--screen-size", str(args.screen_size), "--no-evaluator", "--num-processes", str(processes),
-        "--model", model, "--envs-per-process", str(envs),
+        *chosen,
         "--max-steps", str(10**12), "--runs-dir", runs_dir, "--exp-name", "throughput",
         "--log-interval", "1", "--checkpoint-interval", "86400", "--seed", str(args.seed),
     ]  # fmt: skip
+    started: list[tuple[str, int]] = []  # the (model, K) the trainer says it trains
     samples: list[tuple[float, int]] = []
     tail: list[str] = []
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env={**os.environ, "OMP_NUM_THREADS": "1"})
@@ -208,6 +222,9 @@ def measure_training(processes: int, setup: tuple[str, int], args) -> dict:
             match = STEP_LINE.match(line)
             if match:
                 samples.append((now, int(match.group(1).replace(",", ""))))
+            start = START_LINE.match(line)
+            if start:
+                started.append((start.group(1) or model, int(start.group(2) or 1)))
             tail.append(line.rstrip())
             del tail[:-20]
 
@@ -237,6 +254,8 @@ def measure_training(processes: int, setup: tuple[str, int], args) -> dict:
         reader.join(timeout=5)
         shutil.rmtree(runs_dir, ignore_errors=True)
 
+    if started != [(model, envs)]:
+        raise RuntimeError(f"{setup} with {processes} workers should train {model}:{envs}, but train.py said {started or 'nothing'} (its start line: 'training ... (model M) with N worker processes x K envs')")
     window = [(t, s) for t, s in samples if before["wall"] <= t <= after["wall"]]
     if len(window) < 3:
         raise RuntimeError(f"only {len(window)} progress lines inside the {args.seconds:.0f} s window; use a longer --seconds")
@@ -247,6 +266,7 @@ def measure_training(processes: int, setup: tuple[str, int], args) -> dict:
     other = (after["machine"] - before["machine"] - ours) / wall
     return {
         "processes": processes,
+        "setup": setup,
         "model": model,
         "envs_per_process": envs,
         "sps": sps,
@@ -262,11 +282,24 @@ def measure_training(processes: int, setup: tuple[str, int], args) -> dict:
     }
 
 
-def parse_setup(text: str) -> tuple[str, int]:
-    model, _, envs = text.partition(":")
-    if model not in MODELS or not envs.isdigit() or int(envs) < 1:
-        raise argparse.ArgumentTypeError(f"setup must be MODEL:ENVS (e.g. a3c:4), got {text!r}")
-    return model, int(envs)
+def parse_setup(text: str) -> str:
+    try:
+        return check_setup(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def measure_limits(args) -> list[dict]:
+    """The limit (benchmarks/limit.py) for every model and K the setups train with, each in a
+    spawned process of its own."""
+    pairs = dict.fromkeys(resolve_setup(setup, n) for setup in args.setups for n in range(1, args.max_processes + 1))
+    limits = []
+    for model, envs in pairs:
+        print(f"the limit for {model}:{envs} (bare ALE + network), 1 process: warm-up {args.limit_warmup:.0f} s + {args.limit_seconds:.0f} s of each ...", flush=True)
+        lim = measure_in_child(args.env_id, args.screen_size, model, envs, args.limit_seconds, args.limit_warmup, args.seed)
+        print(f"  t_ale {lim['t_ale_us']:.0f} us + t_net {lim['t_net_us']:.0f} us per agent step: {lim['limit_sps_per_core']:.0f} steps/s per core, CPU share {lim['cpu_share']:.2f}", flush=True)
+        limits.append(lim)
+    return limits
 
 
 def positive_int(text: str) -> int:
@@ -275,11 +308,11 @@ def positive_int(text: str) -> int:
     return int(text)
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--env-id", default="ALE/Pong-v5")
     parser.add_argument("--screen-size", type=int, default=Config.screen_size, help="Atari frame size, for the emulator and the trainer (train.py's default)")
-    parser.add_argument("--setups", type=parse_setup, nargs="+", default=[TODAY, ("a3c", 1), ("a3c", 4), ("a3c", 8)], metavar="MODEL:ENVS", help="train.py --model and --envs-per-process pairs to measure")
+    parser.add_argument("--setups", type=parse_setup, nargs="+", default=[DEFAULT, TODAY], metavar="SETUP", help=f"what to train: {DEFAULT} (train.py's own model and the envs per worker it resolves for N workers) or MODEL:ENVS (train.py --model and --envs-per-process)")
     parser.add_argument("--max-processes", type=positive_int, default=os.cpu_count() or 1, help="measure training with 1..MAX_PROCESSES workers")
     parser.add_argument("--seconds", type=float, default=30.0, help="measurement window per training run")
     parser.add_argument("--repeat", type=positive_int, default=1, help="measure each setup's 1..MAX_PROCESSES runs this many times, interleaved; the table shows medians")
@@ -288,15 +321,21 @@ def main() -> int:
     parser.add_argument("--emulator-warmup", type=float, default=2.0)
     parser.add_argument("--no-emulator-parallel", dest="emulator_parallel", action="store_false", help="skip the MAX_PROCESSES-parallel emulator run")
     parser.add_argument("--no-classic", dest="classic", action="store_false", help="skip the classic-pattern baseline")
-    parser.add_argument("--classic-model", choices=MODELS, default=TODAY[0], help="the trunk of the classic-pattern baseline")
+    parser.add_argument("--classic-model", choices=MODELS, default=resolve_setup(TODAY, 1)[0], help="the trunk of the classic-pattern baseline")
+    parser.add_argument("--limit-seconds", type=float, default=6.0, help="seconds of each of the limit's two costs (bare ALE, network), per model and K")
+    parser.add_argument("--limit-warmup", type=float, default=2.0, help="seconds of each of the limit's costs before timing")
     parser.add_argument("--startup-timeout", type=float, default=180.0, help="give up if a trainer has not stepped after this long")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", help="also write the results to this file")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = build_parser().parse_args()
 
     result = {
         "env_id": args.env_id,
-        "settings": {**vars(args), "setups": [list(s) for s in args.setups]},
+        "settings": vars(args),
         "machine": {"cpu_count": os.cpu_count(), "processor": platform.processor() or platform.machine(), "python": platform.python_version(), "loadavg_start": os.getloadavg()},
         "emulator": {},
         "training": [],
@@ -308,15 +347,20 @@ def main() -> int:
         result["emulator"]["parallel"] = emulator_parallel(args.env_id, args.screen_size, args.max_processes, args.emulator_seconds, args.emulator_warmup)
     if args.classic:
         print(f"classic pattern, model {args.classic_model}, 1 process: warm-up {args.warmup:.0f} s + {args.seconds:.0f} s ...", flush=True)
-        result["classic"] = run_in_child(classic_run, args.env_id, args.screen_size, args.classic_model, args.seconds, args.warmup, args.seed)
+        result["classic"] = in_spawned_process(classic_run, args.env_id, args.screen_size, args.classic_model, args.seconds, args.warmup, args.seed)
         print(f"  {result['classic']['sps']:.0f} steps/s", flush=True)
+    from a3c_torch.envs import lean_stack_fits
+
+    result["limit"] = measure_limits(args) if lean_stack_fits(args.env_id) else []  # the bare ALE needs an Atari screen game
     for setup in args.setups:
         for repeat, n in ((r, n) for r in range(args.repeat) for n in range(1, args.max_processes + 1)):  # 1, 2, .., 1, 2, ..
             again = f" (repeat {repeat + 1}/{args.repeat})" if args.repeat > 1 else ""
-            print(f"training {setup_name(*setup)} with {n} worker process{'es' if n > 1 else ''}{again}: warm-up {args.warmup:.0f} s + {args.seconds:.0f} s ...", flush=True)
+            print(f"training {setup_name(setup, n)} with {n} worker process{'es' if n > 1 else ''}{again}: warm-up {args.warmup:.0f} s + {args.seconds:.0f} s ...", flush=True)
             row = {**measure_training(n, setup, args), "repeat": repeat}
+            row["fraction_of_limit"] = row_fraction(result, row)
             result["training"].append(row)
-            print(f"  {row['sps']:.0f} steps/s (endpoints {row['sps_endpoints']:.0f}, {row['points']} points), worker cores {row['worker_cores']:.2f}, other load {row['other_load_cores']:.2f}", flush=True)
+            of_limit = f", {row['fraction_of_limit']:.2f} of the limit" if row["fraction_of_limit"] is not None else ""
+            print(f"  {row['sps']:.0f} steps/s (endpoints {row['sps_endpoints']:.0f}, {row['points']} points){of_limit}, worker cores {row['worker_cores']:.2f}, other load {row['other_load_cores']:.2f}", flush=True)
     result["machine"]["loadavg_end"] = os.getloadavg()
     print_report(result)
     if args.json:

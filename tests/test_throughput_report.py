@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from a3c_torch.config import Config
-from benchmarks.throughput_report import print_report, setup_name, summarise
+from benchmarks.throughput_report import DEFAULT, print_report, resolve_setup, setup_name, summarise
 
 
-def run(processes: int, sps: float, repeat: int, model: str = Config.model, envs: int = Config.envs_per_process) -> dict:
-    return {"model": model, "envs_per_process": envs, "processes": processes, "sps": sps, "repeat": repeat,
+def run(processes: int, sps: float, repeat: int, model: str | None = None, envs: int | None = None) -> dict:
+    """A run of train.py's default setup, or of MODEL:ENVS."""
+    setup = DEFAULT if model is None else f"{model}:{envs}"
+    model, envs = resolve_setup(setup, processes)
+    return {"setup": setup, "model": model, "envs_per_process": envs, "processes": processes, "sps": sps, "repeat": repeat,
             "worker_cores": float(processes), "other_load_cores": 0.0, "steps_per_worker_cpu_s": sps / processes}  # fmt: skip
 
 
@@ -28,10 +30,13 @@ def test_a_repeats_efficiency_is_taken_against_the_one_worker_run_of_the_same_re
 
 def test_setups_are_summarised_apart_and_a_single_run_is_its_own_median():
     runs = [run(1, 1000, 0), run(2, 1900, 0), run(1, 300, 0, model="universe", envs=1)]
-    rows = {(row["model"], row["processes"]): row for row in summarise(runs)}
-    assert rows[(Config.model, 2)]["efficiency"] == pytest.approx(0.95)
-    assert rows[("universe", 1)]["sps"] == 300
+    rows = {(row["setup"], row["processes"]): row for row in summarise(runs)}
+    assert rows[(DEFAULT, 2)]["efficiency"] == pytest.approx(0.95)
+    assert rows[("universe:1", 1)]["sps"] == 300
     assert len(rows) == 3
+    # Runs written before setups had names are grouped by their MODEL:ENVS.
+    old = [{key: value for key, value in r.items() if key != "setup"} for r in runs]
+    assert {row["setup"] for row in summarise(old)} == {f"{runs[0]['model']}:{runs[0]['envs_per_process']}", "universe:1"}
 
 
 def test_the_report_lists_every_run_when_repeated(capsys):
@@ -43,5 +48,5 @@ def test_the_report_lists_every_run_when_repeated(capsys):
     print_report(result)
     out = capsys.readouterr().out
     assert "the median of 2 interleaved runs" in out
-    assert f"{setup_name(Config.model, Config.envs_per_process)} N=2: steps/s 1900 1980; efficiency 0.95 0.98" in out
+    assert f"{setup_name(DEFAULT, 2)} N=2: steps/s 1900 1980; efficiency 0.95 0.98" in out
     assert "scaling efficiency 0.97" in out  # the median of 0.950 and 0.980
