@@ -29,7 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from a3c_torch.errors import UsageError  # noqa: E402
-from a3c_torch.plotting import TRAIN_RETURN, read_scalars  # noqa: E402
+from a3c_torch.storage.scalars import TRAIN_RETURN, read_scalars  # noqa: E402
 
 SPS = "charts/SPS"
 

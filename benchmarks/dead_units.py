@@ -30,11 +30,11 @@ import torch.nn as nn  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from a3c_torch.checkpoint import load_checkpoint  # noqa: E402
 from a3c_torch.config import MODELS, Config  # noqa: E402
 from a3c_torch.envs import EnvSettings, probe_spaces, random_policy_frames  # noqa: E402
 from a3c_torch.errors import UsageError  # noqa: E402
 from a3c_torch.model import ActorCritic  # noqa: E402
+from a3c_torch.storage.checkpoint import load_checkpoint  # noqa: E402
 
 ACTIVATIONS = (nn.ReLU, nn.ELU)
 

@@ -11,7 +11,7 @@ import pytest
 from torch.utils.tensorboard import SummaryWriter
 
 from a3c_torch.errors import UsageError
-from a3c_torch.plotting import TRAIN_RETURN
+from a3c_torch.storage.scalars import TRAIN_RETURN
 
 from helpers import run_command
 

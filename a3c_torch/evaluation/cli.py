@@ -1,34 +1,32 @@
 """`python evaluate.py`: play full games with a trained checkpoint and report the scores.
 
-The env is rebuilt from the checkpoint's own saved config with the evaluation stack (no reward
-clipping, no life-loss episodes), so the scores are full-game scores under the same settings the
-agent was trained with (sticky actions, screen size, action set). Every user error is a
-UsageError with one line naming the path or flag; evaluate.py prints it and exits 2.
+Its flags, and the order of the work: everything that can fail on bad input (the flags, the
+destinations of the results, the checkpoint and its env, the display or video writer) is checked
+before the first game is played. Every user error is a UsageError with one line naming the path
+or flag; evaluate.py prints it and exits 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import os
 import sys
-import warnings
 from pathlib import Path
 
 import ale_py
-import gymnasium as gym
 import torch
 
-from a3c_torch.checkpoint import checkpoint_in, load_checkpoint, newest_run, resolve_checkpoint
-from a3c_torch.config import Config, HelpFormatter
-from a3c_torch.envs import ATARI_FRAME_SKIP, EnvSettings, is_atari, make_env
-from a3c_torch.errors import UsageError, require_writable
-from a3c_torch.evaluation_report import build_report, format_table, write_json
-from a3c_torch.evaluator import EpisodeResult, resolve_device
-from a3c_torch.files import check_destination
+from a3c_torch.config import HelpFormatter
+from a3c_torch.envs import EnvSettings, make_env
+from a3c_torch.errors import UsageError
+from a3c_torch.evaluation.evaluator import resolve_device
+from a3c_torch.evaluation.games import EpisodeResult, play_games_in_sequence
+from a3c_torch.evaluation.loading import check_same_spaces, choose_checkpoint, env_settings, load, load_model, run_dir_of_checkpoint, run_dir_to_plot, saved_config
+from a3c_torch.evaluation.parallel import PlayerFailed, play_games_in_parallel
+from a3c_torch.evaluation.render import WindowClosed, check_display, with_window
+from a3c_torch.evaluation.report import build_report, format_table, write_json
+from a3c_torch.evaluation.video import check_video_rendering, prepare_video_dir, with_video
 from a3c_torch.model import ActorCritic
-from a3c_torch.parallel_games import PlayerFailed, play_game, play_in_parallel
-from a3c_torch.render import RenderToWindow, Window, WindowClosed, check_display
+from a3c_torch.storage.files import check_destination
 
 # Flags that only matter when games are played: `--plot` alone plays none.
 PLAYING_FLAGS = ("--episodes", "--seed", "--device", "--greedy", "--env-id", "--record-video", "--render", "--json", "--num-processes")
@@ -162,159 +160,11 @@ def choose_device(choice: str) -> torch.device:
     return resolve_device(choice)
 
 
-# --- which run and checkpoint ---------------------------------------------------------------
-
-
-def choose_checkpoint(args: argparse.Namespace) -> Path:
-    if args.checkpoint:
-        return resolve_checkpoint(args.checkpoint, prefer_best=True)
-    return checkpoint_in(chosen_run_dir(args), prefer_best=True)
-
-
-def chosen_run_dir(args: argparse.Namespace) -> Path:
-    if args.run_dir:
-        run_dir = Path(args.run_dir)
-        if not run_dir.is_dir():
-            raise UsageError(f"{run_dir}: no such run directory")
-        return run_dir
-    return newest_run(args.runs_dir)
-
-
-def run_dir_to_plot(args: argparse.Namespace) -> Path:
-    if args.checkpoint:
-        return run_dir_of_checkpoint(resolve_checkpoint(args.checkpoint, prefer_best=True))
-    return chosen_run_dir(args)
-
-
-def run_dir_of_checkpoint(checkpoint_path: Path) -> Path:
-    """A checkpoint written by train.py lives in <run>/checkpoints/; the curves are in <run>."""
-    if checkpoint_path.parent.name != "checkpoints":
-        raise UsageError(f"{checkpoint_path}: --plot needs the run directory, and this file is not in a run's checkpoints/ folder (use --run-dir)")
-    return checkpoint_path.parent.parent
-
-
 def plot(run_dir: Path, out_path: str, out) -> None:
-    from a3c_torch.plotting import plot_learning_curve  # tensorboard and matplotlib load slowly
+    from a3c_torch.evaluation.plotting import plot_learning_curve  # tensorboard and matplotlib load slowly
 
     written = plot_learning_curve(run_dir, out_path)
     print(f"learning curve of {run_dir}: {written}", file=out, flush=True)
-
-
-# --- checkpoint, env and model --------------------------------------------------------------
-
-
-def load(checkpoint_path: Path) -> dict:
-    # torch warns (several lines) about unusual pickle protocols before refusing them; the
-    # refusal itself is reported by load_checkpoint as one line.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return load_checkpoint(checkpoint_path)
-
-
-def saved_config(checkpoint: dict, checkpoint_path: Path) -> Config:
-    saved = checkpoint["config"]
-    if not isinstance(saved, dict) or not isinstance(saved.get("env_id"), str):
-        raise UsageError(f"{checkpoint_path}: the checkpoint's config has no env id")
-    try:
-        return Config.from_dict(saved)
-    except TypeError as exc:
-        raise UsageError(f"{checkpoint_path}: the checkpoint's config is unusable: {exc}") from None
-
-
-def env_settings(cfg: Config, env_id_override: str | None) -> EnvSettings:
-    settings = EnvSettings.from_config(cfg)
-    if env_id_override:
-        settings = dataclasses.replace(settings, env_id=env_id_override)
-    return settings
-
-
-def spaces_of(env) -> tuple[tuple[int, ...], int]:
-    return tuple(env.observation_space.shape), int(env.action_space.n)
-
-
-def check_same_spaces(cfg: Config, settings: EnvSettings, env) -> None:
-    """A model only fits an env with the observation shape and action count it was trained on."""
-    trained_env = make_env(EnvSettings.from_config(cfg), train=False)
-    try:
-        trained = spaces_of(trained_env)
-    finally:
-        trained_env.close()
-    wanted = spaces_of(env)
-    if wanted != trained:
-        raise UsageError(
-            f"--env-id {settings.env_id}: observation shape {wanted[0]} and {wanted[1]} actions do not match "
-            f"the checkpoint's env {cfg.env_id} (observation shape {trained[0]}, {trained[1]} actions)"
-        )
-
-
-def load_model(checkpoint: dict, checkpoint_path: Path, cfg: Config, env, device: torch.device) -> ActorCritic:
-    obs_shape, num_actions = spaces_of(env)
-    model = ActorCritic(obs_shape, num_actions, cfg.hidden_size, cfg.model)
-    try:
-        model.load_state_dict(checkpoint["model"])
-    except (RuntimeError, TypeError, AttributeError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UsageError(f"{checkpoint_path}: the model weights do not fit {cfg.env_id} (obs {obs_shape}, {num_actions} actions): {first}") from None
-    return model.to(device).eval()
-
-
-def prepare_video_dir(video_dir: str) -> None:
-    """The directory exists and takes files: checked before playing, not when the first mp4 is written."""
-    path = Path(video_dir)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise UsageError(f"{path}: --record-video needs a directory, and this is a file") from None
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot create the video directory: {exc.strerror or exc}") from None
-    require_writable(path, "--record-video cannot write there")
-
-
-def check_video_rendering(settings: EnvSettings, seed: int) -> None:
-    """One frame drawn, and the mp4 writer importable, before any game is played: vector envs
-    (CartPole, ...) draw with pygame-ce, RecordVideo writes with moviepy."""
-    # Frames are drawn off screen: no window, and no pygame banner on stdout (--json - keeps it pure).
-    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-    os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
-    try:
-        import moviepy  # noqa: F401
-    except ImportError:
-        raise UsageError("--record-video needs moviepy to write mp4 files, and it is not installed (pip install -r requirements.txt)") from None
-    probe = make_env(settings, seed=seed, train=False, render_mode="rgb_array")
-    try:
-        probe.reset(seed=seed)
-        frame = probe.render()
-    except gym.error.DependencyNotInstalled as exc:
-        reason = (str(exc).strip().splitlines() or ["a renderer is missing"])[0]
-        raise UsageError(f"--record-video: {settings.env_id} cannot draw its frames here: {reason} (pip install -r requirements.txt installs pygame-ce, which CartPole and the other classic-control envs draw with)") from None
-    finally:
-        probe.close()
-    if frame is None:
-        raise UsageError(f"--record-video: {settings.env_id} draws no frames (its render() returned nothing)")
-
-
-def with_video(env, video_dir: str, settings: EnvSettings, checkpoint_path: Path):
-    from gymnasium.wrappers import RecordVideo
-
-    # An agent step is ATARI_FRAME_SKIP emulator frames at 60 Hz: 15 fps plays at game speed.
-    fps = 60 // ATARI_FRAME_SKIP if is_atari(settings.env_id) else None
-    prefix = f"{checkpoint_path.stem}-{settings.env_id.replace('/', '_')}"
-    with warnings.catch_warnings():
-        # RecordVideo warns about any existing folder, including the one we just made;
-        # only files with our own names are replaced.
-        warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
-        return RecordVideo(env, video_dir, episode_trigger=lambda episode: True, name_prefix=prefix, fps=fps)
-
-
-def with_window(env, settings: EnvSettings, checkpoint_path: Path):
-    # Atari: one agent step is ATARI_FRAME_SKIP frames of a 60 Hz game, so 15 steps/s is its own speed.
-    fps = 60 / ATARI_FRAME_SKIP if is_atari(settings.env_id) else float(env.metadata.get("render_fps") or 30)
-    try:
-        env.reset(seed=0)  # every game is reset with its own seed again before it is played
-        env.render()  # before the window opens: a vector env's renderer may need pygame
-    except gym.error.DependencyNotInstalled as exc:
-        raise UsageError(f"--render: {settings.env_id} cannot draw its frames here: {str(exc).strip().splitlines()[0]}") from None
-    return RenderToWindow(env, Window(f"{settings.env_id}: {checkpoint_path}", fps))
 
 
 # --- playing ------------------------------------------------------------------
@@ -331,19 +181,13 @@ def play_until_interrupted(model: ActorCritic, env, settings: EnvSettings, args:
 
     try:
         if args.num_processes > 1:
-            play_in_parallel(model, settings, args.episodes, args.seed, args.greedy, device, args.num_processes, on_result)
+            play_games_in_parallel(model, settings, args.episodes, args.seed, args.greedy, device, args.num_processes, on_result)
         else:
-            play(model, env, args, device, on_result)
+            play_games_in_sequence(model, env, args.episodes, args.seed, args.greedy, device, on_result)
     except KeyboardInterrupt:
         if not played:
             raise
     return played
-
-
-def play(model: ActorCritic, env, args: argparse.Namespace, device: torch.device, on_result) -> None:
-    """One game at a time (game i seeded with seed + i); `on_result(i, result)` as each ends."""
-    for i in range(args.episodes):
-        on_result(i, play_game(model, env, device, args.greedy, args.seed + i))
 
 
 def report_game(i: int, result: EpisodeResult, games: int, out) -> None:
