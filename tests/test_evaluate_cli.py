@@ -22,6 +22,7 @@ import torch
 
 from a3c_torch.config import Config
 from a3c_torch.envs import EnvSettings, make_env
+from a3c_torch.evaluation.cli import PLAYING_SETTINGS, build_parser, wants_games
 from a3c_torch.evaluation.games import play_one_game
 from a3c_torch.model import ActorCritic
 from a3c_torch.optim import make_optimizer
@@ -295,6 +296,29 @@ def test_bad_flags(args, expected):
 
 
 # --- --plot ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, plays",
+    [
+        ([], True),
+        (["--episodes", "3"], True),
+        (["--plot", "curve.png"], False),
+        (["--plot=curve.png", "--run-dir", "runs/a", "--runs-dir", "runs"], False),
+        (["--plot", "curve.png", "--episodes", "10"], True),  # given, even at its default value
+        (["--plot", "curve.png", "--episodes=3"], True),
+        (["--greedy", "--plot", "curve.png"], True),
+        (["--plot", "curve.png", "--json", "-"], True),
+    ],
+)
+def test_plot_alone_plays_no_games_and_any_playing_flag_plays(argv, plays):
+    parser = build_parser()
+    assert wants_games(parser, argv, parser.parse_args(argv)) is plays
+
+
+def test_every_playing_setting_is_a_flag_of_evaluate():
+    dests = {action.dest for action in build_parser()._actions}
+    assert set(PLAYING_SETTINGS) <= dests and "plot" not in PLAYING_SETTINGS
 
 
 @pytest.mark.slow

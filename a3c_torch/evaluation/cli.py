@@ -15,7 +15,7 @@ from pathlib import Path
 import ale_py
 import torch
 
-from a3c_torch.config import HelpFormatter
+from a3c_torch.config import HelpFormatter, given_settings
 from a3c_torch.envs import EnvSettings, make_env
 from a3c_torch.errors import UsageError
 from a3c_torch.evaluation.evaluator import resolve_device
@@ -28,8 +28,9 @@ from a3c_torch.evaluation.video import check_video_rendering, prepare_video_dir,
 from a3c_torch.model import ActorCritic
 from a3c_torch.storage.files import check_destination
 
-# Flags that only matter when games are played: `--plot` alone plays none.
-PLAYING_FLAGS = ("--episodes", "--seed", "--device", "--greedy", "--env-id", "--record-video", "--render", "--json", "--num-processes")
+# The settings that only matter when games are played: `--plot` alone plays none, and with any of
+# these given (whatever its value) it plays too.
+PLAYING_SETTINGS = ("episodes", "seed", "device", "greedy", "env_id", "record_video", "render", "json", "num_processes")
 # More players than this is a typo: each is a process with its own emulator and model copy.
 MAX_EVAL_PROCESSES = 256
 
@@ -50,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
             "draws the run's learning curve; add --episodes (or any playing flag) to also play."
         ),
         formatter_class=HelpFormatter,  # real defaults only, never '(default: None)'
-        allow_abbrev=False,  # playing flags are recognised by their full names (see PLAYING_FLAGS)
+        allow_abbrev=False,  # every flag by its full name, as train.py's
     )
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--checkpoint", metavar="PATH", help="checkpoint file to evaluate (default: the newest run's best.pt, else latest.pt)")
@@ -69,20 +70,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def wants_games(argv: list[str], args: argparse.Namespace) -> bool:
-    if args.plot is None:
-        return True
-    return any(arg == flag or arg.startswith(flag + "=") for arg in argv for flag in PLAYING_FLAGS)
+def wants_games(parser: argparse.ArgumentParser, argv: list[str], args: argparse.Namespace) -> bool:
+    """Whether to play games: always, unless `--plot` is given without any playing flag."""
+    return args.plot is None or bool(given_settings(parser, argv, PLAYING_SETTINGS))
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     check_args(args)
     check_results_destinations(args)  # before the checkpoint is loaded and any game is played
     # ALE prints a banner on stderr for every new emulator; it would bury our one-line errors.
     ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
-    if not wants_games(argv, args):
+    if not wants_games(parser, argv, args):
         plot(run_dir_to_plot(args), args.plot, sys.stdout)
         return 0
     out = sys.stderr if args.json == "-" else sys.stdout  # stdout then holds only the JSON
