@@ -34,7 +34,7 @@ test: $(INSTALLED)
 # <CPU cores> workers (30 s each, a few minutes in all): steps/s and the scaling efficiency.
 # Only meaningful on an otherwise idle machine. E.g. BENCHMARK_ARGS="--max-processes 4 --seconds 15"
 benchmark: $(INSTALLED)
-	$(VENV)/bin/python benchmarks/throughput.py $(BENCHMARK_ARGS)
+	$(VENV)/bin/python -m benchmarks.throughput $(BENCHMARK_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

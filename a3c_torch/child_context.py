@@ -49,7 +49,7 @@ class EvaluatorContext(_Shared):
 
 @dataclass(frozen=True, kw_only=True)
 class PlayerContext:
-    """evaluate.py --num-processes: one of the processes that play games (parallel_games.py)."""
+    """evaluate.py --num-processes: one of the processes that play games (evaluation/parallel.py)."""
 
     index: int
     model: Any  # the policy, on the cpu in shared memory

@@ -22,7 +22,7 @@ def train(argv=None) -> int:
     from a3c_torch.config import parse_args, validate
     from a3c_torch.errors import UsageError
     from a3c_torch.preflight import check_num_steps
-    from a3c_torch.run_name import check_exp_name
+    from a3c_torch.storage.run_name import check_exp_name
 
     cfg, explicit = parse_args(argv)
     try:
@@ -46,7 +46,7 @@ def evaluate(argv=None) -> int:
 
     protect_console("evaluation")  # `evaluate.py | head -1`: no BrokenPipeError traceback; --json and videos are still written
     from a3c_torch.errors import UsageError
-    from a3c_torch.evaluation import main as run_evaluation
+    from a3c_torch.evaluation.cli import main as run_evaluation
 
     try:
         return run_evaluation(argv)

@@ -250,14 +250,19 @@ def parse_with(parser: argparse.ArgumentParser, argv=None) -> tuple[Config, set[
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     names = {f.name for f in dataclasses.fields(Config)}
-    # What the user gave, in whatever spelling, even with its default value (resume checks need
-    # it): argparse leaves a setting that is already in the namespace alone unless a flag sets it.
-    unset = object()
-    given = parser.parse_args(argv, namespace=argparse.Namespace(**{name: unset for name in names}))
-    explicit = {name for name in names if getattr(given, name) is not unset}
+    explicit = given_settings(parser, argv, names)  # resume checks need them
     values = vars(args)
     extra = {name: value for name, value in values.items() if name not in names}
     return Config(**{name: value for name, value in values.items() if name in names}), explicit, extra
+
+
+def given_settings(parser: argparse.ArgumentParser, argv: list[str], names) -> set[str]:
+    """Which of the settings `names` (argparse dests) the command line gives, in whatever spelling,
+    even with their default value: argparse leaves a value that is already in the namespace alone
+    unless a flag sets it."""
+    unset = object()
+    given = parser.parse_args(argv, namespace=argparse.Namespace(**{name: unset for name in names}))
+    return {name for name in names if getattr(given, name) is not unset}
 
 
 def changed_settings(before: Config, after: Config) -> list[str]:

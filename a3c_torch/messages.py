@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from a3c_torch.evaluator import EpisodeResult
+    from a3c_torch.evaluation.games import EpisodeResult
 
 
 @dataclass(frozen=True)

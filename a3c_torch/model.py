@@ -6,7 +6,7 @@ Four conv trunks for images (2-D grayscale frames, uint8), chosen with --model:
   stride 2, fully connected 256, ReLU. Few, large-stride filters: cheap on a CPU.
 - `a3c-elu`: the same layers with ELU. On a grey background (Pong) the inputs are far from zero,
   and a ReLU filter whose weights sum below zero never fires there and never learns again (see
-  benchmarks/dead_units.py); an ELU unit always passes a gradient. It learned Pong worse than
+  analysis/dead_units.py); an ELU unit always passes a gradient. It learned Pong worse than
   ReLU (results/pong-a3c-elu-k4-lr4e-4): kept for comparison.
 - `a3c-centred`: the a3c trunk (ReLU) on frames minus their own mean, so a uniform background
   is zero whatever its grey level and a filter answers to the objects on it.

@@ -13,12 +13,12 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from a3c_torch.checkpoint import load_checkpoint, remove_stale_temp_files, resolve_checkpoint
 from a3c_torch.config import Config, changed_settings, config_for_resume
 from a3c_torch.errors import UsageError, require_writable
 from a3c_torch.lr_schedule import rate_change_on_resume
-from a3c_torch.run_dir import run_dir_of, update_config, why_resume_elsewhere
-from a3c_torch.run_lock import RunLock, lock_run_dir
+from a3c_torch.storage.checkpoint import load_checkpoint, remove_stale_temp_files, resolve_checkpoint
+from a3c_torch.storage.run_dir import run_dir_of, update_config, why_resume_elsewhere
+from a3c_torch.storage.run_lock import RunLock, lock_run_dir
 
 
 @dataclass

@@ -8,8 +8,8 @@ import signal
 import sys
 from pathlib import Path
 
-from a3c_torch.checkpoint_files import CheckpointFiles
-from a3c_torch.run_dir import resume_command
+from a3c_torch.storage.checkpoint_files import CheckpointFiles
+from a3c_torch.storage.run_dir import resume_command
 
 EXIT_OK, EXIT_FAILED, EXIT_SIGINT, EXIT_SIGTERM, EXIT_SIGHUP = 0, 1, 130, 143, 129
 # Each stops the run the same way (final checkpoint with the workers' states, the resume hint):

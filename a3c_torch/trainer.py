@@ -11,13 +11,11 @@ import time
 import torch
 import torch.multiprocessing as mp
 
-from a3c_torch.checkpoint import all_finite, snapshot
-from a3c_torch.checkpoint_files import CheckpointFiles
 from a3c_torch.child_context import EvaluatorContext, WorkerContext
 from a3c_torch.config import Config, validate, with_resolved_lr
 from a3c_torch.envs import probe_env
 from a3c_torch.errors import UsageError
-from a3c_torch.evaluator import evaluator_main, resolve_device
+from a3c_torch.evaluation.evaluator import evaluator_main, resolve_device
 from a3c_torch.lr_schedule import LrSchedule
 from a3c_torch.messages import ChildFailed, Evaluation, WorkerState
 from a3c_torch.metrics import Metrics
@@ -26,9 +24,11 @@ from a3c_torch.optim import make_optimizer
 from a3c_torch.preflight import check_num_steps
 from a3c_torch.processes import Children, StepCounter, StopFlag, start_resource_tracker
 from a3c_torch.resume import plan_resume, restore_weights
-from a3c_torch.run_dir import create_run_dir
 from a3c_torch.run_end import DIVERGED, exit_at_once, report, say_stopping, stop_signals_handled, with_divergence
-from a3c_torch.run_lock import lock_run_dir
+from a3c_torch.storage.checkpoint import all_finite, snapshot
+from a3c_torch.storage.checkpoint_files import CheckpointFiles
+from a3c_torch.storage.run_dir import create_run_dir
+from a3c_torch.storage.run_lock import lock_run_dir
 from a3c_torch.worker import worker_main
 from a3c_torch.worker_state import unpack, worker_seed
 

@@ -1,2 +1,2 @@
-"""Measurements and the Atari suite. Modules run with `python -m benchmarks.<name>` from the
-repository root; the older scripts also run as `python benchmarks/<name>.py`."""
+"""Speed measurements, a memory soak and the Atari suite (not tests). Every tool runs as
+`python -m benchmarks.<name>` from the repository root; the analysis tools are in analysis/."""

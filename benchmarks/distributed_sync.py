@@ -10,8 +10,8 @@ about once a second (rank 0's count moves at each sync, so the slope needs a win
 syncs). Each node prints its sync round trips when it stops; they are collected here. Both
 runs stop with SIGINT, as a user would stop them.
 
-    .venv/bin/python benchmarks/distributed_sync.py                     # Pong, 2 workers, 60 s each
-    .venv/bin/python benchmarks/distributed_sync.py --env-id CartPole-v1 --seconds 30 --json out.json
+    .venv/bin/python -m benchmarks.distributed_sync                     # Pong, 2 workers, 60 s each
+    .venv/bin/python -m benchmarks.distributed_sync --env-id CartPole-v1 --seconds 30 --json out.json
 
 On a machine with fewer cores than W + 2 the dry run also pays for the extra processes (the
 server, the torchrun agent): compare the two on the same machine only, which is why they are
@@ -21,7 +21,6 @@ measured in one run.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import re
@@ -34,10 +33,9 @@ import threading
 import time
 from pathlib import Path
 
+from benchmarks import throughput  # its least-squares slope and progress-line pattern
+
 ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("throughput", ROOT / "benchmarks" / "throughput.py")
-throughput = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(throughput)  # its least-squares slope and progress-line pattern
 
 RANK0_PREFIX = re.compile(r"^\[default0\]:")
 ROUND_TRIP = re.compile(r"node (\d+): (\d+) syncs; RPC round trips: median ([\d.]+) ms, max ([\d.]+) ms")
@@ -87,7 +85,7 @@ def measure(cmd: list[str], seconds: float, warmup: float, startup_timeout: floa
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.distributed_sync", description=__doc__.split("\n\n")[0])
     parser.add_argument("--env-id", default="ALE/Pong-v5")
     parser.add_argument("--workers", type=int, default=2, help="total worker processes in both runs")
     parser.add_argument("--seconds", type=float, default=60.0)

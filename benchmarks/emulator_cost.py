@@ -31,7 +31,6 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import ale_py  # noqa: E402
 import gymnasium as gym  # noqa: E402

@@ -40,9 +40,6 @@ import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
 from a3c_torch.config import Config  # noqa: E402
 from a3c_torch.envs import EnvSettings, make_env  # noqa: E402
 from a3c_torch.model import TRUNKS, ActorCritic  # noqa: E402

@@ -11,8 +11,8 @@ What it guards against: an autograd graph kept across rollouts, unbounded queues
 leak in the emulator, the TensorBoard writer or the checkpoint code. The warm-up lets the first
 evaluation, the first checkpoints and the allocators' pools settle before the first sample.
 
-    python benchmarks/soak.py --minutes 30                  # Pong, one worker per core + evaluator
-    python benchmarks/soak.py --minutes 3 -- --env-id ALE/Breakout-v5 --num-processes 2
+    python -m benchmarks.soak --minutes 30                  # Pong, one worker per core + evaluator
+    python -m benchmarks.soak --minutes 3 -- --env-id ALE/Breakout-v5 --num-processes 2
 
 Arguments after `--` go to train.py (they override the defaults below). The run directory is a
 temporary folder, deleted at the end, unless --runs-dir is given. Linux only (/proc).
@@ -35,7 +35,7 @@ DEFAULT_TRAIN_ARGS = ["--env-id", "ALE/Pong-v5", "--num-processes", str(os.cpu_c
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.soak", description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--minutes", type=float, default=30.0, help="measured time, after the warm-up")
     parser.add_argument("--warmup-seconds", type=float, default=90.0, help="time before the first sample")
     parser.add_argument("--sample-seconds", type=float, default=30.0, help="time between two samples")

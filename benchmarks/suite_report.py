@@ -21,10 +21,10 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 
-from a3c_torch.curves import Curve, read_curve
 from a3c_torch.errors import UsageError
-from a3c_torch.files import write_atomically
-from a3c_torch.plotting import save_png
+from a3c_torch.evaluation.plotting import save_png
+from a3c_torch.storage.curves import Curve, read_curve
+from a3c_torch.storage.files import write_atomically
 from benchmarks import suite_data
 from benchmarks.suite_runs import Run, RunFiles
 from benchmarks.suite_stats import iqm, stratified_bootstrap

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from a3c_torch.errors import UsageError
-from a3c_torch.files import write_atomically
+from a3c_torch.storage.files import write_atomically
 from benchmarks.suite_data import DEFAULT_SUITE
 
 PUBLISHED = ("config.json", "evaluation.json", "curve.csv", "policy.pt")  # policy.pt last
@@ -126,7 +126,7 @@ def _unique(runs: list[Run]) -> list[Run]:
 
 
 def checkpoint_step(checkpoint: Path) -> int:
-    from a3c_torch.run_dir import step_of  # torch loads slowly
+    from a3c_torch.storage.run_dir import step_of  # torch loads slowly
 
     step = step_of(checkpoint)
     if step is None:
@@ -175,8 +175,8 @@ def evaluation_problem(path: Path, step: int, games: int) -> str | None:
 def publish(files: RunFiles, train_dir: Path, checkpoint: Path, evaluation: Path) -> None:
     """The light files of a finished run, from its run directory; policy.pt last, so that a run
     with a policy.pt is complete (a kill in between leaves an unpublished run, done again)."""
-    from a3c_torch.curves import curve_from_events, write_curve  # tensorboard and torch load slowly
-    from a3c_torch.policy_file import export_policy
+    from a3c_torch.storage.curves import curve_from_events, write_curve  # tensorboard and torch load slowly
+    from a3c_torch.storage.policy_file import export_policy
 
     write_curve(curve_from_events(train_dir), files.published("curve.csv"))
     write_atomically(files.published("config.json"), (train_dir / "config.json").read_bytes())

@@ -110,7 +110,6 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from a3c_torch.config import MODELS, Config  # noqa: E402
 from benchmarks.limit import in_spawned_process, measure_in_child  # noqa: E402

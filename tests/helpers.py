@@ -18,6 +18,11 @@ def run_command(script: str, *args, timeout: float = 240, env=None) -> subproces
     return subprocess.run([sys.executable, str(REPO / script), *map(str, args)], cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
 
 
+def run_module(module: str, *args, timeout: float = 240) -> subprocess.CompletedProcess:
+    """`python -m MODULE ARGS` from the repository root, as the tools of benchmarks/ and analysis/ are run."""
+    return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
 def start_command(script: str, *args) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, str(REPO / script), *map(str, args)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 

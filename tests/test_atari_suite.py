@@ -13,9 +13,9 @@ import sys
 import numpy as np
 import pytest
 
-from a3c_torch.checkpoint import load_checkpoint
-from a3c_torch.curves import Curve, write_curve
 from a3c_torch.errors import UsageError
+from a3c_torch.storage.checkpoint import load_checkpoint
+from a3c_torch.storage.curves import Curve, write_curve
 from benchmarks import atari_suite
 from benchmarks.suite_data import human_normalized, ppo_normalized
 from benchmarks.suite_report import across_seeds, write_report

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 import torch
 
-import a3c_torch.checkpoint as checkpoint_module
-from a3c_torch.checkpoint import CheckpointWriteFailed, NonFiniteWeights, all_finite, load_checkpoint, remove_stale_temp_files, save_checkpoint
 from a3c_torch.config import Config
 from a3c_torch.envs import EnvSettings, make_env
 from a3c_torch.errors import UsageError
 from a3c_torch.model import ActorCritic
 from a3c_torch.optim import make_optimizer
+import a3c_torch.storage.checkpoint as checkpoint_module
+from a3c_torch.storage.checkpoint import CheckpointWriteFailed, NonFiniteWeights, all_finite, load_checkpoint, remove_stale_temp_files, save_checkpoint
 from a3c_torch.trainer import Trainer
 from a3c_torch.worker import RolloutCollector
 from a3c_torch.worker_state import capture_env, capture_worker, decode, encode, pack, restore_env, restore_worker, unpack, worker_seed

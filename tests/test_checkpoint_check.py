@@ -10,12 +10,12 @@ import math
 import pytest
 import torch
 
-from a3c_torch.checkpoint import load_checkpoint
-from a3c_torch.checkpoint_check import accepted_types
 from a3c_torch.config import Config
 from a3c_torch.errors import UsageError
 from a3c_torch.model import ActorCritic
 from a3c_torch.optim import make_optimizer
+from a3c_torch.storage.checkpoint import load_checkpoint
+from a3c_torch.storage.checks import accepted_types
 from helpers import run_command
 
 

@@ -1,8 +1,7 @@
-"""benchmarks/compare_curves.py: binned training-return means of runs, side by side."""
+"""python -m analysis.compare_curves: binned training-return means of runs, side by side."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -11,14 +10,12 @@ import pytest
 from torch.utils.tensorboard import SummaryWriter
 
 from a3c_torch.errors import UsageError
-from a3c_torch.plotting import TRAIN_RETURN
+from a3c_torch.storage.scalars import TRAIN_RETURN
+from analysis import compare_curves
 
-from helpers import run_command
+from helpers import run_module
 
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "compare_curves.py"
-spec = importlib.util.spec_from_file_location("compare_curves", SCRIPT)
-compare_curves = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(compare_curves)
+MODULE = "analysis.compare_curves"
 
 
 def write_run(run_dir: Path, points: dict[int, float], sps: dict[int, float] | None = None, pause_after: int | None = None) -> Path:
@@ -60,12 +57,12 @@ def test_a_run_without_training_games_is_a_usage_error(tmp_path):
 
 def test_command_line_prints_the_table_writes_json_and_rejects_bad_input(tmp_path):
     run = write_run(tmp_path / "run", {0: -21.0, 600_000: -15.0})
-    result = run_command(str(SCRIPT), str(run), "--bin", "0.5", "--json", tmp_path / "out.json")
+    result = run_module(MODULE, str(run), "--bin", "0.5", "--json", tmp_path / "out.json")
     assert result.returncode == 0, result.stderr
     assert "0.00-  0.50M" in result.stdout and "-21.00" in result.stdout and "-15.00" in result.stdout
     assert json.loads((tmp_path / "out.json").read_text())["bin_width"] == 500_000
     for bad in ([str(tmp_path / "missing")], [str(run), "--bin", "0"]):
-        result = run_command(str(SCRIPT), *bad)
+        result = run_module(MODULE, *bad)
         assert result.returncode == 2 and result.stderr.count("\n") == 1 and "error:" in result.stderr
 
 
@@ -98,5 +95,5 @@ def test_minute_bins_need_the_runs_steps_per_second(tmp_path):
     run = write_run(tmp_path / "run", {1000: 1.0})
     with pytest.raises(UsageError, match="no charts/SPS points"):
         compare_curves.compare([str(run)], 1.0, None, minutes=True)
-    result = run_command(str(SCRIPT), str(run), "--minutes")
+    result = run_module(MODULE, str(run), "--minutes")
     assert result.returncode == 2 and "charts/SPS" in result.stderr

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from a3c_torch.checkpoint import save_checkpoint
 from a3c_torch.config import STALENESS_BUDGET, Config, changed_settings, parse_args, validate
 from a3c_torch.errors import UsageError
 from a3c_torch.model import ActorCritic
 from a3c_torch.optim import make_optimizer
+from a3c_torch.storage.checkpoint import save_checkpoint
 from helpers import run_command
 
 

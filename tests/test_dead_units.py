@@ -1,18 +1,11 @@
-"""benchmarks/dead_units.py: the count of units that never switch on, checked on made-up weights."""
+"""python -m analysis.dead_units: the count of units that never switch on, checked on made-up weights."""
 
 from __future__ import annotations
-
-import importlib.util
-from pathlib import Path
 
 import torch
 
 from a3c_torch.model import ActorCritic
-
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "dead_units.py"
-spec = importlib.util.spec_from_file_location("dead_units", SCRIPT)
-dead_units = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(dead_units)
+from analysis import dead_units
 
 
 def test_filters_negative_on_a_grey_screen_are_counted_dead_and_centring_revives_them():

@@ -12,9 +12,9 @@ import json
 import os
 from pathlib import Path
 
-import a3c_torch.checkpoint as checkpoint_module
 from a3c_torch.config import Config
-from a3c_torch.run_dir import create_run_dir
+import a3c_torch.storage.checkpoint as checkpoint_module
+from a3c_torch.storage.run_dir import create_run_dir
 from a3c_torch.trainer import Trainer
 from helpers import load
 

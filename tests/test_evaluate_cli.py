@@ -20,12 +20,13 @@ import numpy as np
 import pytest
 import torch
 
-from a3c_torch.checkpoint import save_checkpoint
 from a3c_torch.config import Config
 from a3c_torch.envs import EnvSettings, make_env
-from a3c_torch.evaluator import play_episodes
+from a3c_torch.evaluation.cli import PLAYING_SETTINGS, build_parser, wants_games
+from a3c_torch.evaluation.games import play_one_game
 from a3c_torch.model import ActorCritic
 from a3c_torch.optim import make_optimizer
+from a3c_torch.storage.checkpoint import save_checkpoint
 from helpers import REPO
 
 CARTPOLE_RUN = "CartPole-v1__test__1__20250101-000000"
@@ -297,6 +298,29 @@ def test_bad_flags(args, expected):
 # --- --plot ---------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    "argv, plays",
+    [
+        ([], True),
+        (["--episodes", "3"], True),
+        (["--plot", "curve.png"], False),
+        (["--plot=curve.png", "--run-dir", "runs/a", "--runs-dir", "runs"], False),
+        (["--plot", "curve.png", "--episodes", "10"], True),  # given, even at its default value
+        (["--plot", "curve.png", "--episodes=3"], True),
+        (["--greedy", "--plot", "curve.png"], True),
+        (["--plot", "curve.png", "--json", "-"], True),
+    ],
+)
+def test_plot_alone_plays_no_games_and_any_playing_flag_plays(argv, plays):
+    parser = build_parser()
+    assert wants_games(parser, argv, parser.parse_args(argv)) is plays
+
+
+def test_every_playing_setting_is_a_flag_of_evaluate():
+    dests = {action.dest for action in build_parser()._actions}
+    assert set(PLAYING_SETTINGS) <= dests and "plot" not in PLAYING_SETTINGS
+
+
 @pytest.mark.slow
 def test_plot_alone_draws_the_curve_and_plays_no_games(tmp_path):
     from torch.utils.tensorboard import SummaryWriter
@@ -317,7 +341,7 @@ def test_plot_of_a_run_without_event_files_is_one_line_error(runs, tmp_path):
     assert_one_line_error(evaluate("--plot", tmp_path / "x.png", "--run-dir", runs / PONG_RUN), str(runs / PONG_RUN), "no TensorBoard event files")
 
 
-# --- play_episodes on a real ROM --------------------------------------------------------------
+# --- play_one_game on a real ROM ---------------------------------------------------------------
 
 
 @pytest.fixture
@@ -330,16 +354,15 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-def test_play_episodes_plays_a_whole_pong_game(one_thread):
+def test_play_one_game_plays_a_whole_pong_game(one_thread):
     env = make_env(EnvSettings("ALE/Pong-v5", screen_size=42), seed=0, train=False)
     try:
         model = ActorCritic((42, 42), int(env.action_space.n), hidden_size=64).eval()
         torch.manual_seed(0)
-        results = play_episodes(model, env, episodes=1, seed=0)
+        game = play_one_game(model, env, seed=0)
     finally:
         env.close()
-    assert len(results) == 1
-    game = results[0]
+    assert game is not None
     # A Pong game ends when one side has 21 points: the return is (ours - theirs), full score.
     assert math.isfinite(game.episode_return) and -21 <= game.episode_return <= 21
     assert game.episode_return == int(game.episode_return) and abs(game.episode_return) > 1
@@ -359,17 +382,16 @@ def test_a_policy_that_never_presses_fire_is_cut_by_the_time_limit_and_reported(
         assert env.unwrapped.get_action_meanings()[:2] == ["NOOP", "FIRE"]
         with torch.no_grad():
             model.policy.bias.copy_(torch.tensor([10.0, -10.0, 0.0, 0.0]))  # greedy: always NOOP
-        results = play_episodes(model, env, episodes=1, greedy=True, seed=0)
+        game = play_one_game(model, env, greedy=True, seed=0)
         lives = env.unwrapped.ale.lives()
     finally:
         env.close()
-    game = results[0]
     assert game.truncated and game.length == 3000
     assert lives == 4, "the ball FIRE launched at the start was lost; no other was ever launched"
 
 
 def test_the_summary_gives_the_standard_error_of_the_mean():
-    from a3c_torch.evaluator import EpisodeResult, summarize
+    from a3c_torch.evaluation.games import EpisodeResult, summarize
 
     summary = summarize([EpisodeResult(r, 100, False) for r in (10.0, 14.0, 18.0, 14.0)])
     assert summary["mean"] == 14.0

@@ -1,4 +1,4 @@
-"""write_atomically (a3c_torch/files.py): a results file is the old one or the new one, whole."""
+"""write_atomically (a3c_torch/storage/files.py): a results file is the old one or the new one, whole."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-import a3c_torch.files as files
-from a3c_torch.files import NotDurable, write_atomically
+import a3c_torch.storage.files as files
+from a3c_torch.storage.files import NotDurable, write_atomically
 
 
 def fail_fsync_of_files(monkeypatch):

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from a3c_torch.checkpoint import load_checkpoint, resolve_checkpoint, save_checkpoint
 from a3c_torch.config import Config, parse_args, validate
+from a3c_torch.config import config_for_resume
 from a3c_torch.errors import UsageError
 from a3c_torch.model import ActorCritic
 from a3c_torch.optim import make_optimizer
-from a3c_torch.config import config_for_resume
+from a3c_torch.storage.checkpoint import load_checkpoint, resolve_checkpoint, save_checkpoint
 from helpers import run_command
 
 

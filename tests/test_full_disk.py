@@ -24,12 +24,12 @@ from pathlib import Path
 import pytest
 from tensorboard.summary.writer.record_writer import RecordWriter
 
-import a3c_torch.checkpoint as checkpoint_module
 from a3c_torch.config import Config
 from a3c_torch.errors import UsageError
 from a3c_torch.messages import Episode, Evaluation, Losses
 from a3c_torch.metrics import Metrics
 from a3c_torch.run_end import EXIT_FAILED
+import a3c_torch.storage.checkpoint as checkpoint_module
 from a3c_torch.trainer import Trainer
 from helpers import REPO, load, only_run_dir, wait_for
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from a3c_torch.evaluator import EpisodeResult
+from a3c_torch.evaluation.games import EpisodeResult
 from a3c_torch.messages import ChildFailed, Episode, Evaluation, GamePlayed, Losses, WorkerState
 
 PACKAGE = Path(__file__).resolve().parents[1] / "a3c_torch"

@@ -93,7 +93,7 @@ def test_sample_action_greedy_and_sampled():
 def test_a_checkpoint_from_before_the_model_choice_still_loads():
     """results/pong-84 was trained before --model existed: its config has no `model` key, and
     its weights are the universe trunk's. Config.from_dict fills in what the setting meant then."""
-    from a3c_torch.checkpoint import load_checkpoint
+    from a3c_torch.storage.checkpoint import load_checkpoint
     from a3c_torch.config import Config
 
     checkpoint = load_checkpoint(REPO / "results" / "pong-84" / "run" / "checkpoints" / "latest.pt")

@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from a3c_torch.envs import EnvSettings
-from a3c_torch.evaluator import EpisodeResult
+from a3c_torch.evaluation.games import EpisodeResult
+from a3c_torch.evaluation.parallel import PlayerFailed, play_games_in_parallel
 from a3c_torch.model import ActorCritic
-from a3c_torch.parallel_games import PlayerFailed, play_in_parallel
 from helpers import REPO, alive, children_of, wait_for
 from test_evaluate_cli import assert_one_line_error, evaluate, write_checkpoint
 
@@ -78,13 +78,13 @@ def test_bad_num_processes_is_a_one_line_error(args, expected, checkpoints):
 def test_a_player_that_crashes_is_reported_with_its_traceback():
     model = ActorCritic((4,), 2, hidden_size=16)
     with pytest.raises(PlayerFailed, match=r"(?s)evaluation process player-\d crashed:.*Traceback.*NoSuchGame"):
-        play_in_parallel(model, EnvSettings("NoSuchGame-v0"), 2, 0, False, torch.device("cpu"), 2, lambda i, r: None)
+        play_games_in_parallel(model, EnvSettings("NoSuchGame-v0"), 2, 0, False, torch.device("cpu"), 2, lambda i, r: None)
 
 
 def test_results_come_back_in_game_order_whatever_order_they_end_in():
     model = ActorCritic((4,), 2, hidden_size=16)
     ended = []
-    results = play_in_parallel(model, EnvSettings("CartPole-v1"), 5, 0, True, torch.device("cpu"), 2, lambda i, r: ended.append(i))
+    results = play_games_in_parallel(model, EnvSettings("CartPole-v1"), 5, 0, True, torch.device("cpu"), 2, lambda i, r: ended.append(i))
     assert sorted(ended) == list(range(5)) and all(isinstance(r, EpisodeResult) for r in results)
 
 

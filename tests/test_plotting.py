@@ -11,7 +11,8 @@ import pytest
 from torch.utils.tensorboard import SummaryWriter
 
 from a3c_torch.errors import UsageError
-from a3c_torch.plotting import EVAL_RETURN, EVAL_RETURN_STD, TRAIN_RETURN, moving_average, plot_learning_curve, read_scalars, smoothing_window, std_at
+from a3c_torch.evaluation.plotting import PLOTTED_TAGS, moving_average, plot_learning_curve, smoothing_window, std_at
+from a3c_torch.storage.scalars import EVAL_RETURN, EVAL_RETURN_STD, TRAIN_RETURN, read_scalars
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -58,7 +59,7 @@ def test_evaluation_without_std_plots_without_a_band(tmp_path):
 
 def test_read_scalars_gives_every_point_in_step_order(tmp_path):
     run_dir = write_log(tmp_path / "run", train_points=300, eval_every=50)
-    series = read_scalars(run_dir)
+    series = read_scalars(run_dir, PLOTTED_TAGS)
     steps, values = series[TRAIN_RETURN]
     assert len(steps) == 300 and np.all(np.diff(steps) > 0)  # no reservoir sampling, sorted
     eval_steps, eval_means = series[EVAL_RETURN]
@@ -119,7 +120,7 @@ def test_a_resumed_runs_purged_points_are_dropped_without_a_warning(tmp_path, ca
         for step in range(300, 700, 100):
             writer.add_scalar(TRAIN_RETURN, 2.0, step)
     caplog.set_level(logging.WARNING)  # what a user's terminal shows
-    steps, values = read_scalars(tmp_path)[TRAIN_RETURN]
+    steps, values = read_scalars(tmp_path, [TRAIN_RETURN])[TRAIN_RETURN]
     assert steps.tolist() == [0, 100, 200, 300, 400, 500, 600]
     assert values.tolist() == [1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0]
     assert "Purging" not in caplog.text

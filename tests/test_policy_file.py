@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from a3c_torch.checkpoint import load_checkpoint, save_checkpoint
 from a3c_torch.config import Config
-from a3c_torch.curves import Curve, curve_from_events, read_curve, write_curve
 from a3c_torch.errors import UsageError
 from a3c_torch.model import ActorCritic
 from a3c_torch.optim import make_optimizer
-from a3c_torch.policy_file import export_policy
+from a3c_torch.storage.checkpoint import load_checkpoint, save_checkpoint
+from a3c_torch.storage.curves import Curve, curve_from_events, read_curve, write_curve
+from a3c_torch.storage.policy_file import export_policy
 from helpers import load, run_command
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from a3c_torch.checkpoint import save_checkpoint
 from a3c_torch.config import Config
 from a3c_torch.model import ActorCritic
 from a3c_torch.optim import make_optimizer
+from a3c_torch.storage.checkpoint import save_checkpoint
 from helpers import run_command
 
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from a3c_torch.checkpoint import non_finite_entries, save_checkpoint
 from a3c_torch.faults import FAULT_ENV_VAR, FaultPlan, InjectedFault, with_faults
+from a3c_torch.storage.checkpoint import non_finite_entries, save_checkpoint
 from helpers import REPO, alive, children_of, load, only_run_dir, run_command, scalar_tags, wait_for
 
 TAG_VAR = "A3C_TORCH_TEST_TAG"

@@ -30,7 +30,7 @@ def test_without_a_display_it_is_one_line_and_exit_2_before_any_work(tmp_path):
 def test_a_display_that_cannot_be_reached_is_one_line_too(tmp_path):
     pytest.importorskip("tkinter")
     from a3c_torch.errors import UsageError
-    from a3c_torch.render import Window
+    from a3c_torch.evaluation.render import Window
 
     os.environ["DISPLAY"], previous = ":4321", os.environ.get("DISPLAY")
     try:
@@ -73,7 +73,7 @@ def xvfb():
 
 
 def test_the_window_shows_the_frames_at_the_speed_asked(xvfb):
-    from a3c_torch.render import Window, WindowClosed
+    from a3c_torch.evaluation.render import Window, WindowClosed
 
     frame = np.zeros((210, 160, 3), np.uint8)
     frame[:, :80] = (200, 60, 20)  # an Atari-sized frame: left half one colour, right half black

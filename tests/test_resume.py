@@ -9,7 +9,7 @@ import pytest
 from a3c_torch.config import Config
 from a3c_torch.errors import UsageError
 from a3c_torch.resume import plan_resume
-from a3c_torch.run_lock import lock_run_dir
+from a3c_torch.storage.run_lock import lock_run_dir
 from test_resume_safety import make_run
 
 

@@ -24,7 +24,7 @@ import pytest
 
 from a3c_torch.config import Config
 from a3c_torch.errors import UsageError
-from a3c_torch.run_lock import RunDirInUse, lock_run_dir
+from a3c_torch.storage.run_lock import RunDirInUse, lock_run_dir
 from a3c_torch.trainer import Trainer
 from helpers import REPO, load, run_command, wait_for
 
@@ -139,7 +139,7 @@ def test_a_running_trainer_holds_its_run_directory(tmp_path):
 
 
 def test_a_lock_holder_killed_with_sigkill_releases_the_run_directory(tmp_path):
-    holder = subprocess.Popen([sys.executable, "-c", f"from a3c_torch.run_lock import lock_run_dir; import time; lock = lock_run_dir({str(tmp_path)!r}); print('locked', flush=True); time.sleep(120)"], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen([sys.executable, "-c", f"from a3c_torch.storage.run_lock import lock_run_dir; import time; lock = lock_run_dir({str(tmp_path)!r}); print('locked', flush=True); time.sleep(120)"], cwd=REPO, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(RunDirInUse, match=f"pid {holder.pid} "):

@@ -16,15 +16,15 @@ import sys
 import time
 from pathlib import Path
 
-from a3c_torch.checkpoint import snapshot
 from a3c_torch.config import IDENTITY_FIELDS, Config
 from a3c_torch.distributed.server import ParameterServer
 from a3c_torch.distributed.sync import NodeSync
 from a3c_torch.distributed.transport import RpcTransport
 from a3c_torch.distributed.world import DistributedSettings, World
 from a3c_torch.errors import UsageError
-from a3c_torch.run_dir import create_run_dir
 from a3c_torch.run_end import EXIT_FAILED, EXIT_OK, STOP_SIGNALS
+from a3c_torch.storage.checkpoint import snapshot
+from a3c_torch.storage.run_dir import create_run_dir
 from a3c_torch.trainer import Trainer
 
 WORKER_RANKS_PER_NODE = 1000  # seeds: worker i of node r plays with SEED + 1000 r + i

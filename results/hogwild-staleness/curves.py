@@ -14,7 +14,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from a3c_torch.plotting import read_scalars  # noqa: E402
+from a3c_torch.storage.scalars import read_scalars  # noqa: E402
 
 TAGS = ("charts/episodic_return", "losses/entropy", "losses/grad_norm", "losses/value_loss", "losses/staleness")
 WIDTH = 100_000

@@ -3,7 +3,7 @@
 A checkpoint also holds the optimizer's state (with Adam, two more copies of the weights) and
 every worker's RNG, env and LSTM state: what a resume needs, and most of its size. A policy
 file drops them. `evaluate.py --checkpoint policy.pt` plays it like any checkpoint (it passes the
-same checks, checkpoint_check.py); `train.py --resume` refuses it, as there is nothing to go on
+same checks, storage/checks.py); `train.py --resume` refuses it, as there is nothing to go on
 from. It is written like a checkpoint: atomically, and never with non-finite weights.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 
-from a3c_torch.checkpoint import load_checkpoint, save_checkpoint
-from a3c_torch.checkpoint_check import POLICY_KIND
+from a3c_torch.storage.checkpoint import load_checkpoint, save_checkpoint
+from a3c_torch.storage.checks import POLICY_KIND
 
 
 def policy_of(checkpoint: dict) -> dict:

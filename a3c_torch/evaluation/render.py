@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 
+from a3c_torch.envs import ATARI_FRAME_SKIP, EnvSettings, is_atari
 from a3c_torch.errors import UsageError
 
 TARGET_HEIGHT = 480  # pixels: Atari's 210-line frames are shown 2x, CartPole's 400 1x
@@ -107,3 +109,15 @@ class RenderToWindow(gym.Wrapper):
     def close(self):
         super().close()
         self.window.close()
+
+
+def with_window(env, settings: EnvSettings, checkpoint_path: Path) -> RenderToWindow:
+    """`env` (made with render_mode="rgb_array") shown in a window as it plays, at the game's own speed."""
+    # Atari: one agent step is ATARI_FRAME_SKIP frames of a 60 Hz game, so 15 steps/s is its own speed.
+    fps = 60 / ATARI_FRAME_SKIP if is_atari(settings.env_id) else float(env.metadata.get("render_fps") or 30)
+    try:
+        env.reset(seed=0)  # every game is reset with its own seed again before it is played
+        env.render()  # before the window opens: a vector env's renderer may need pygame
+    except gym.error.DependencyNotInstalled as exc:
+        raise UsageError(f"--render: {settings.env_id} cannot draw its frames here: {str(exc).strip().splitlines()[0]}") from None
+    return RenderToWindow(env, Window(f"{settings.env_id}: {checkpoint_path}", fps))

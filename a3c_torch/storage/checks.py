@@ -44,7 +44,7 @@ def accepted_types(annotation) -> tuple[type, ...]:
     elif text.endswith("|None") or text.startswith("None|"):
         text, optional = text.replace("|None", "").replace("None|", ""), True
     if text not in _BASE_TYPES:
-        raise TypeError(f"checkpoint_check does not know the Config annotation {annotation!r}")
+        raise TypeError(f"storage.checks does not know the Config annotation {annotation!r}")
     return _BASE_TYPES[text] + ((type(None),) if optional else ())
 
 

@@ -7,8 +7,8 @@ zero. Under ReLU such a unit is dead: its output and its gradient are zero on ev
 it never learns again. Under ELU the same unit still passes a gradient (exp(x) > 0), so the count
 says how much of the trunk sits on the negative side, not that it is lost.
 
-    .venv/bin/python benchmarks/dead_units.py results/pong-a3c-k4-lr4e-4/*/checkpoints/latest.pt
-    .venv/bin/python benchmarks/dead_units.py --fresh a3c a3c-elu --env-id ALE/Pong-v5
+    .venv/bin/python -m analysis.dead_units results/pong-a3c-k4-lr4e-4/*/checkpoints/latest.pt
+    .venv/bin/python -m analysis.dead_units --fresh a3c a3c-elu --env-id ALE/Pong-v5
 
 A checkpoint's own game is probed unless --env-id is given; --fresh probes new models (weights
 from --seed) of the named trunks.
@@ -28,13 +28,11 @@ from pathlib import Path  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from a3c_torch.checkpoint import load_checkpoint  # noqa: E402
 from a3c_torch.config import MODELS, Config  # noqa: E402
 from a3c_torch.envs import EnvSettings, probe_spaces, random_policy_frames  # noqa: E402
 from a3c_torch.errors import UsageError  # noqa: E402
 from a3c_torch.model import ActorCritic  # noqa: E402
+from a3c_torch.storage.checkpoint import load_checkpoint  # noqa: E402
 
 ACTIVATIONS = (nn.ReLU, nn.ELU)
 
@@ -76,7 +74,7 @@ def from_checkpoint(path: str, env_id: str | None) -> tuple[ActorCritic, EnvSett
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m analysis.dead_units", description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoints", nargs="*", help="checkpoint files to probe")
     parser.add_argument("--fresh", nargs="+", choices=MODELS, default=[], help="also probe new models of these trunks")
     parser.add_argument("--env-id", default=None, help="the game whose frames to probe (default: each checkpoint's own; ALE/Pong-v5 for --fresh)")
@@ -98,7 +96,7 @@ def main(argv=None) -> int:
             model, settings, step = from_checkpoint(path, args.env_id)
             results.append(probe(f"{path} ({step:,} steps)", model, settings, args.frames))
     except (UsageError, OSError, ValueError) as exc:
-        print(f"dead_units.py: error: {exc}", file=sys.stderr)
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2
     for result in results:
         print(f"{result['model']}: {result['env_id']}, {result['frames']} frames")

@@ -15,8 +15,8 @@ import torch
 
 from a3c_torch.envs import ATARI_FRAME_SKIP, EnvSettings, is_atari
 from a3c_torch.errors import UsageError
-from a3c_torch.evaluator import summarize
-from a3c_torch.files import NotDurable, write_atomically
+from a3c_torch.evaluation.games import summarize
+from a3c_torch.storage.files import NotDurable, write_atomically
 
 
 def describe_env(settings: EnvSettings) -> dict:

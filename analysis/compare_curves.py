@@ -9,9 +9,9 @@ With --minutes the bins are minutes of training time instead (time to score): a 
 read off the run's own `charts/SPS` points (each covers the steps since the one before at the
 measured rate), so pauses between a run and its resumes do not count, and neither does start-up.
 
-    .venv/bin/python benchmarks/compare_curves.py runs/<run a> runs/<run b> --bin 0.5
-    .venv/bin/python benchmarks/compare_curves.py runs/<a> runs/<b> --bin 1 --up-to 10 --json out.json
-    .venv/bin/python benchmarks/compare_curves.py runs/<a> runs/<b> --minutes --bin 15
+    .venv/bin/python -m analysis.compare_curves runs/<run a> runs/<run b> --bin 0.5
+    .venv/bin/python -m analysis.compare_curves runs/<a> runs/<b> --bin 1 --up-to 10 --json out.json
+    .venv/bin/python -m analysis.compare_curves runs/<a> runs/<b> --minutes --bin 15
 
 Bins run from 0 to --up-to (default: the last step or minute the shortest run reached, so every
 run covers every bin; a run that stops inside a bin has fewer games there).
@@ -26,10 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from a3c_torch.errors import UsageError  # noqa: E402
-from a3c_torch.plotting import TRAIN_RETURN, read_scalars  # noqa: E402
+from a3c_torch.errors import UsageError
+from a3c_torch.storage.scalars import TRAIN_RETURN, read_scalars
 
 SPS = "charts/SPS"
 
@@ -97,7 +95,7 @@ def print_table(result: dict) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m analysis.compare_curves", description=__doc__.split("\n")[0])
     parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (with events.out.tfevents.* files)")
     parser.add_argument("--bin", type=float, default=0.5, help="bin width in millions of agent steps, or in minutes with --minutes (default 0.5)")
     parser.add_argument("--up-to", type=float, default=None, help="last bin edge, in the bins' unit (default: where the shortest run ends)")
@@ -109,7 +107,7 @@ def main() -> int:
             raise UsageError("--bin and --up-to must be positive")
         result = compare(args.run_dirs, args.bin, args.up_to, minutes=args.minutes)
     except UsageError as error:
-        print(f"compare_curves.py: error: {error}", file=sys.stderr)
+        print(f"{parser.prog}: error: {error}", file=sys.stderr)
         return 2
     print_table(result)
     if args.json:

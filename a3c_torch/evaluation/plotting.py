@@ -9,7 +9,6 @@ worker, so they are drawn faint with a moving average on top. Evaluation returns
 from __future__ import annotations
 
 import io
-import logging
 import os
 import sys
 from pathlib import Path
@@ -20,47 +19,10 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 
 from a3c_torch.errors import UsageError
-from a3c_torch.files import NotDurable, write_atomically
+from a3c_torch.storage.files import NotDurable, write_atomically
+from a3c_torch.storage.scalars import EVAL_RETURN, EVAL_RETURN_STD, TRAIN_RETURN, Series, read_scalars
 
-TRAIN_RETURN = "charts/episodic_return"
-EVAL_RETURN = "eval/episodic_return"
-EVAL_RETURN_STD = "eval/episodic_return_std"
 PLOTTED_TAGS = (TRAIN_RETURN, EVAL_RETURN, EVAL_RETURN_STD)
-
-Series = tuple[np.ndarray, np.ndarray]  # (global steps, values)
-
-
-def read_scalars(run_dir: str | os.PathLike, tags=PLOTTED_TAGS) -> dict[str, Series]:
-    """The wanted scalar series of a run directory, sorted by step; tags never logged are absent."""
-    return {tag: (np.array([e.step for e in events], dtype=np.int64), np.array([e.value for e in events], dtype=np.float64))
-            for tag, events in read_scalar_events(run_dir, tags).items()}
-
-
-def read_scalar_events(run_dir: str | os.PathLike, tags=PLOTTED_TAGS) -> dict:
-    """The wanted tags' events (each with .step, .wall_time and .value), sorted by step; points
-    logged at the same step keep the order they were written in. Tags never logged are absent."""
-    # Imported here: tensorboard's loader is slow to import, and only the curve readers need it.
-    from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
-
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise UsageError(f"{run_dir}: no such run directory")
-    if not any(run_dir.glob("events.out.tfevents.*")):
-        raise UsageError(f"{run_dir}: no TensorBoard event files (events.out.tfevents.*) in this directory")
-    # size_guidance 0 keeps every point; the default keeps a random sample of long series.
-    accumulator = EventAccumulator(str(run_dir), size_guidance={SCALARS: 0})
-    # A resumed run's events carry a purge step (metrics.py), so the points that a killed run
-    # logged after its last checkpoint are dropped. That is intended, but tensorboard warns about
-    # it on stderr as if something were wrong, once per resume.
-    tensorboard_logger = logging.getLogger("tensorboard")
-    level = tensorboard_logger.level
-    tensorboard_logger.setLevel(logging.ERROR)
-    try:
-        accumulator.Reload()
-    finally:
-        tensorboard_logger.setLevel(level)
-    logged = set(accumulator.Tags().get("scalars", []))
-    return {tag: sorted(accumulator.Scalars(tag), key=lambda e: e.step) for tag in tags if tag in logged}
 
 
 def moving_average(values: np.ndarray, window: int) -> np.ndarray:
@@ -87,7 +49,7 @@ def smoothing_window(num_points: int) -> int:
 def plot_learning_curve(run_dir: str | os.PathLike, out_path: str | os.PathLike, title: str | None = None) -> Path:
     """Write the run's learning curve to `out_path` (PNG); returns the path written."""
     run_dir, out_path = Path(run_dir), Path(out_path)
-    series = read_scalars(run_dir)
+    series = read_scalars(run_dir, PLOTTED_TAGS)
     if TRAIN_RETURN not in series and EVAL_RETURN not in series:
         raise UsageError(f"{run_dir}: nothing to plot yet (no {TRAIN_RETURN} or {EVAL_RETURN} logged)")
     figure = draw(series, title or run_dir.name)

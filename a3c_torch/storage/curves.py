@@ -22,10 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from a3c_torch.errors import UsageError
-from a3c_torch.files import write_atomically
+from a3c_torch.storage.files import write_atomically
+from a3c_torch.storage.scalars import TRAIN_LENGTH, TRAIN_RETURN, read_scalar_events
 
-RETURN_TAG = "charts/episodic_return"
-LENGTH_TAG = "charts/episodic_length"
 COLUMNS = ("step", "wall_time", "return", "length")
 
 
@@ -50,14 +49,12 @@ class Curve:
 
 def curve_from_events(run_dir: str | os.PathLike) -> Curve:
     """The training games logged in a run directory's event files."""
-    from a3c_torch.plotting import read_scalar_events  # tensorboard loads slowly
-
-    events = read_scalar_events(run_dir, tags=(RETURN_TAG, LENGTH_TAG))
-    returns, lengths = events.get(RETURN_TAG, []), events.get(LENGTH_TAG, [])
+    events = read_scalar_events(run_dir, tags=(TRAIN_RETURN, TRAIN_LENGTH))
+    returns, lengths = events.get(TRAIN_RETURN, []), events.get(TRAIN_LENGTH, [])
     # The trainer logs a game's return and length together, at one step: both sorted by step
     # (stably), they pair one to one. Anything else is not a run of ours, or a damaged one.
     if [e.step for e in returns] != [e.step for e in lengths]:
-        raise UsageError(f"{run_dir}: its {RETURN_TAG} and {LENGTH_TAG} points do not pair up ({len(returns)} and {len(lengths)} points)")
+        raise UsageError(f"{run_dir}: its {TRAIN_RETURN} and {TRAIN_LENGTH} points do not pair up ({len(returns)} and {len(lengths)} points)")
     return Curve(
         steps=np.array([e.step for e in returns], dtype=np.int64),
         wall_times=np.array([e.wall_time for e in returns], dtype=np.float64),

@@ -9,12 +9,12 @@ import shutil
 import sys
 from pathlib import Path
 
-from a3c_torch.checkpoint import load_checkpoint
 from a3c_torch.config import Config
 from a3c_torch.errors import UsageError
-from a3c_torch.files import NotDurable, fsync_dir, write_atomically
-from a3c_torch.run_lock import LOCK_NAME
-from a3c_torch.run_name import check_exp_name, run_dir_name
+from a3c_torch.storage.checkpoint import load_checkpoint
+from a3c_torch.storage.files import NotDurable, fsync_dir, write_atomically
+from a3c_torch.storage.run_lock import LOCK_NAME
+from a3c_torch.storage.run_name import check_exp_name, run_dir_name
 
 
 def create_run_dir(cfg: Config) -> Path:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from a3c_torch.checkpoint import CheckpointNotDurable, NonFiniteWeights, save_checkpoint
-from a3c_torch.run_dir import resume_command, step_of
+from a3c_torch.storage.checkpoint import CheckpointNotDurable, NonFiniteWeights, save_checkpoint
+from a3c_torch.storage.run_dir import resume_command, step_of
 
 
 class CheckpointFiles:

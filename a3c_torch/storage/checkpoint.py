@@ -16,9 +16,9 @@ from pathlib import Path
 
 import torch
 
-from a3c_torch.checkpoint_check import check_checkpoint, is_policy
 from a3c_torch.errors import UsageError
-from a3c_torch.files import fsync_dir, special_file_kind
+from a3c_torch.storage.checks import check_checkpoint, is_policy
+from a3c_torch.storage.files import fsync_dir, special_file_kind
 
 FORMAT_VERSION = 1
 REQUIRED_KEYS = ("format_version", "model", "optimizer", "global_step", "config")

@@ -1,8 +1,8 @@
 """`evaluate.py --num-processes N`: full games played by N processes at once.
 
-Each game is played exactly as evaluate.py plays it alone (`play_game`: game i is reset with
-seed + i and its actions are sampled from a generator seeded with seed + i), so the scores do not
-depend on how many processes played them, nor in which order they finished. The players are
+Each game is played exactly as evaluate.py plays it alone (games.play_seeded_game: game i is reset
+with seed + i and its actions are sampled from a generator seeded with seed + i), so the scores do
+not depend on how many processes played them, nor in which order they finished. The players are
 children like the trainer's (processes.py): they ignore Ctrl-C, which the main process handles
 by killing them, and die with it. A player that crashes or is killed is reported, never waited for.
 """
@@ -20,7 +20,7 @@ import torch.multiprocessing as mp
 
 from a3c_torch.child_context import PlayerContext
 from a3c_torch.envs import EnvSettings, make_env
-from a3c_torch.evaluator import EpisodeResult, play_episodes
+from a3c_torch.evaluation.games import EpisodeResult, play_seeded_game
 from a3c_torch.messages import ChildFailed, GamePlayed
 from a3c_torch.model import ActorCritic
 from a3c_torch.processes import ChildStart, child_main, parent_alive, run_child, setup_child, start_children
@@ -32,14 +32,8 @@ class PlayerFailed(Exception):
     """A game-playing process crashed or was killed; the message says which and why."""
 
 
-def play_game(model: ActorCritic, env, device: torch.device, greedy: bool, seed: int) -> EpisodeResult:
-    """One full game, reset with `seed`, its actions sampled with a generator seeded with `seed`."""
-    torch.manual_seed(seed)
-    return play_episodes(model, env, 1, device, greedy=greedy, seed=seed)[0]
-
-
-def play_in_parallel(model: ActorCritic, settings: EnvSettings, games: int, seed: int, greedy: bool, device: torch.device,
-                     num_processes: int, on_result: Callable[[int, EpisodeResult], None]) -> list[EpisodeResult]:
+def play_games_in_parallel(model: ActorCritic, settings: EnvSettings, games: int, seed: int, greedy: bool, device: torch.device,
+                           num_processes: int, on_result: Callable[[int, EpisodeResult], None]) -> list[EpisodeResult]:
     """Games 0..games-1 (game i seeded with seed + i) on `num_processes` players; `on_result(i, result)`
     is called as each game ends (in the order they end). Returns the results in game order."""
     ctx = mp.get_context("spawn")
@@ -54,7 +48,7 @@ def play_in_parallel(model: ActorCritic, settings: EnvSettings, games: int, seed
     cpu_model.share_memory()  # sent to the players once, not copied per game
     contexts = [PlayerContext(index=k, model=cpu_model, settings=settings, device=str(device), greedy=greedy, seed=seed,
                               tasks=tasks, from_players=from_players, main_pid=os.getpid()) for k in range(players)]
-    processes = {context.name: ctx.Process(target=child_main, args=(ChildStart(os.getpid()), _player, context), daemon=True) for context in contexts}
+    processes = {context.name: ctx.Process(target=child_main, args=(ChildStart(os.getpid()), player_main, context), daemon=True) for context in contexts}
     done: dict[int, EpisodeResult] = {}
     try:
         start_children(processes)
@@ -106,8 +100,8 @@ def _next_message(from_players, processes: dict) -> GamePlayed | ChildFailed:
             return message
 
 
-def _player(context: PlayerContext) -> None:
-    """A child's entry point: play games until told there are no more; a crash is reported."""
+def player_main(context: PlayerContext) -> None:
+    """A player's entry point (spawned): play games until told there are no more; a crash is reported."""
     run_child(context.name, context.from_players, _play_games, context)
 
 
@@ -121,7 +115,7 @@ def _play_games(context: PlayerContext) -> None:
     env = make_env(context.settings, seed=context.seed, train=False)
     try:
         while (i := context.tasks.get()) is not None:
-            context.from_players.put(GamePlayed(i, play_game(model, env, device, context.greedy, context.seed + i)))
+            context.from_players.put(GamePlayed(i, play_seeded_game(model, env, device, context.greedy, context.seed + i)))
             if not parent_alive(context.main_pid):
                 return
     finally:
