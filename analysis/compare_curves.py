@@ -9,6 +9,9 @@ With --minutes the bins are minutes of training time instead (time to score): a 
 read off the run's own `charts/SPS` points (each covers the steps since the one before at the
 measured rate), so pauses between a run and its resumes do not count, and neither does start-up.
 
+A published run that kept only its training games (`curve.csv`, written by scripts/slim_run.py or
+the Atari suite) is read in place of a run directory: name the file, or its folder.
+
     .venv/bin/python -m analysis.compare_curves runs/<run a> runs/<run b> --bin 0.5
     .venv/bin/python -m analysis.compare_curves runs/<a> runs/<b> --bin 1 --up-to 10 --json out.json
     .venv/bin/python -m analysis.compare_curves runs/<a> runs/<b> --minutes --bin 15
@@ -27,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from a3c_torch.errors import UsageError
+from a3c_torch.storage.curves import read_curve
 from a3c_torch.storage.scalars import TRAIN_RETURN, read_scalars
 
 SPS = "charts/SPS"
@@ -51,12 +55,29 @@ def training_minutes(sps_steps: np.ndarray, sps_values: np.ndarray) -> np.ndarra
     return np.cumsum(seconds) / 60.0
 
 
+def published_curve(path: Path) -> Path | None:
+    """The curve.csv to read for `path`: the file itself, or the one in a folder that has no event
+    files of its own (a slimmed run, scripts/slim_run.py); None for a run directory."""
+    if path.suffix == ".csv":
+        return path
+    if path.is_dir() and not any(path.glob("events.out.tfevents.*")) and (path / "curve.csv").is_file():
+        return path / "curve.csv"
+    return None
+
+
 def compare(run_dirs: list[str], bin_width: float, up_to: float | None, minutes: bool = False) -> dict:
     """Binned training-return means per run: bins of bin_width million agent steps, or of bin_width
     minutes of training time with minutes=True; up_to is the last bin edge in the same unit."""
     scale = 1.0 if minutes else 1e6  # bins are counted in minutes, or in steps
     curves = {}
     for run_dir in run_dirs:
+        curve_file = published_curve(Path(run_dir))
+        if curve_file is not None:
+            if minutes:  # its wall times include the pauses between a run and its resumes
+                raise UsageError(f"{run_dir}: a curve.csv has no training time to bin by (--minutes needs the run's event files)")
+            curve = read_curve(curve_file)
+            curves[run_dir] = (curve.steps.astype(np.float64), curve.returns)
+            continue
         series = read_scalars(run_dir, tags=(TRAIN_RETURN, SPS))
         if TRAIN_RETURN not in series:
             raise UsageError(f"{run_dir}: no {TRAIN_RETURN} points (no training game has ended yet)")
@@ -96,7 +117,7 @@ def print_table(result: dict) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m analysis.compare_curves", description=__doc__.split("\n")[0])
-    parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (with events.out.tfevents.* files)")
+    parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (with events.out.tfevents.* files), or a published curve.csv (or a folder holding one)")
     parser.add_argument("--bin", type=float, default=0.5, help="bin width in millions of agent steps, or in minutes with --minutes (default 0.5)")
     parser.add_argument("--up-to", type=float, default=None, help="last bin edge, in the bins' unit (default: where the shortest run ends)")
     parser.add_argument("--minutes", action="store_true", help="bin by minutes of training time (from charts/SPS) instead of agent steps")

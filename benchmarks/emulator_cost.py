@@ -17,7 +17,7 @@ interleaved blocks so a shared machine's drift hits all of them alike:
   screen, max or resize: less work than any of the others.
 
 It prints agent steps/s for each and the ratios to `gymnasium`. Usage:
-    python benchmarks/emulator_cost.py [--env-id ALE/Pong-v5] [--envs 4] [--seconds 20] [--setups lean bare]
+    python -m benchmarks.emulator_cost [--env-id ALE/Pong-v5] [--envs 4] [--seconds 20] [--setups lean bare]
 Take the numbers on an idle machine (benchmarks/run_idle.sh pauses the others).
 """
 

@@ -16,7 +16,7 @@ when needed, Gumbel-max sampling, GAE on floats) were prototyped and measured ag
 the time by this script as it was at commit 055d83e; run it in a checkout of that commit
 (`git worktree add /tmp/a3c-055d83e 055d83e`) for those before/after figures.
 
-    .venv/bin/python benchmarks/profile_worker.py [--rollouts 60] [--env-id ALE/Breakout-v5] [--env-stack lean|gymnasium] [--json FILE]
+    .venv/bin/python -m benchmarks.profile_worker [--rollouts 60] [--env-id ALE/Breakout-v5] [--env-stack lean|gymnasium] [--json FILE]
 """
 
 from __future__ import annotations

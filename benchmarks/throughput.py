@@ -78,12 +78,12 @@ steps/CPU-s     SPS / worker cores
 
 Run
 ---
-    .venv/bin/python benchmarks/throughput.py                       # Pong, default and universe:1 x 1..cpu_count workers, 30 s each
-    .venv/bin/python benchmarks/throughput.py --setups default universe:1 a3c:4 --max-processes 1
-    .venv/bin/python benchmarks/throughput.py --seconds 15 --max-processes 2 --json /tmp/tp.json
-    .venv/bin/python benchmarks/throughput.py --env-id ALE/Breakout-v5 --no-emulator-parallel
-    .venv/bin/python benchmarks/throughput.py --screen-size 42 --max-processes 2   # the smaller input
-    .venv/bin/python benchmarks/throughput.py --setups a3c:4 --max-processes 2 --repeat 5 --no-classic   # scaling, 5 times
+    .venv/bin/python -m benchmarks.throughput                       # Pong, default and universe:1 x 1..cpu_count workers, 30 s each
+    .venv/bin/python -m benchmarks.throughput --setups default universe:1 a3c:4 --max-processes 1
+    .venv/bin/python -m benchmarks.throughput --seconds 15 --max-processes 2 --json /tmp/tp.json
+    .venv/bin/python -m benchmarks.throughput --env-id ALE/Breakout-v5 --no-emulator-parallel
+    .venv/bin/python -m benchmarks.throughput --screen-size 42 --max-processes 2   # the smaller input
+    .venv/bin/python -m benchmarks.throughput --setups a3c:4 --max-processes 2 --repeat 5 --no-classic   # scaling, 5 times
 
 The numbers are only comparable between runs on an otherwise idle machine; look at "other load".
 """

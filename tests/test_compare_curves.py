@@ -97,3 +97,27 @@ def test_minute_bins_need_the_runs_steps_per_second(tmp_path):
         compare_curves.compare([str(run)], 1.0, None, minutes=True)
     result = run_module(MODULE, str(run), "--minutes")
     assert result.returncode == 2 and "charts/SPS" in result.stderr
+
+
+def write_length_points(run_dir: Path, points: dict[int, float]) -> None:
+    """The episode lengths the trainer logs with each return (curve_from_events pairs them)."""
+    with SummaryWriter(str(run_dir)) as writer:
+        for step in points:
+            writer.add_scalar("charts/episodic_length", 100.0, step, walltime=1_800_000_000.0 + step / 1000)
+
+
+def test_a_published_curve_csv_gives_the_same_table_as_the_run_directory(tmp_path):
+    """A slimmed run keeps only curve.csv: its table must be the one its events gave."""
+    from a3c_torch.storage.curves import curve_from_events, write_curve
+
+    points = {step: (step % 7) - 3.0 for step in range(0, 2_000_000, 37_000)}
+    run = write_run(tmp_path / "run", points)
+    write_length_points(run, points)
+    published = tmp_path / "published"
+    published.mkdir()
+    write_curve(curve_from_events(run), published / "curve.csv")
+    from_events = compare_curves.compare([str(run)], 0.5, 2.0)["runs"][str(run)]
+    assert compare_curves.compare([str(published)], 0.5, 2.0)["runs"][str(published)] == from_events  # the folder
+    assert compare_curves.compare([str(published / "curve.csv")], 0.5, 2.0)["runs"][str(published / "curve.csv")] == from_events  # the file
+    with pytest.raises(UsageError, match="no training time"):
+        compare_curves.compare([str(published)], 15, None, minutes=True)

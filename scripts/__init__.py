@@ -1,0 +1,1 @@
+"""Maintenance scripts (python -m scripts.X where they import the package)."""
