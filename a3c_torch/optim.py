@@ -80,12 +80,19 @@ class SharedRMSprop(_SharedState, torch.optim.RMSprop):
         return state
 
 
-def make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
+def make_optimizer(name: str, params, lr: float, adam_beta1: float = 0.9) -> torch.optim.Optimizer:
     if name == "adam":
-        return SharedAdam(params, lr=lr)
+        return SharedAdam(params, lr=lr, betas=(adam_beta1, 0.999))
     if name == "rmsprop":
         return SharedRMSprop(params, lr=lr)
     raise ValueError(f"unknown optimizer {name!r}")
+
+
+def set_adam_beta1(optimizer: torch.optim.Optimizer, beta1: float) -> None:
+    """The run's --adam-beta1 after a resume: load_state_dict brings back the saved one."""
+    if isinstance(optimizer, torch.optim.Adam):
+        for group in optimizer.param_groups:
+            group["betas"] = (beta1, group["betas"][1])
 
 
 def hand_off_gradients(local_model: torch.nn.Module, shared_model: torch.nn.Module) -> None:

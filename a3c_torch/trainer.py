@@ -20,7 +20,7 @@ from a3c_torch.lr_schedule import LrSchedule
 from a3c_torch.messages import ChildFailed, Evaluation, WorkerState
 from a3c_torch.metrics import Metrics
 from a3c_torch.model import ActorCritic
-from a3c_torch.optim import make_optimizer
+from a3c_torch.optim import make_optimizer, set_adam_beta1
 from a3c_torch.preflight import check_num_steps
 from a3c_torch.processes import Children, StepCounter, StopFlag, start_resource_tracker
 from a3c_torch.resume import plan_resume, restore_weights
@@ -48,7 +48,7 @@ class Trainer:
         obs_shape, num_actions = probe_env(cfg)
         torch.manual_seed(cfg.seed)  # the initial weights, so that one-worker runs are reproducible
         self.model = ActorCritic(obs_shape, num_actions, cfg.hidden_size, cfg.model)
-        self.optimizer = make_optimizer(cfg.optimizer, self.model.parameters(), cfg.lr)
+        self.optimizer = make_optimizer(cfg.optimizer, self.model.parameters(), cfg.lr, cfg.adam_beta1)
         self.start_step, self.best_eval, self.previous_wall_time = 0, None, 0.0
         # Workers' RNG/env/LSTM states: read from the checkpoint, and collected when they stop.
         self.saved_worker_states, self.final_worker_states = {}, {}
@@ -81,6 +81,7 @@ class Trainer:
 
     def _restore(self, checkpoint: dict) -> None:
         restore_weights(checkpoint, self.model, self.optimizer, self.cfg.resume)
+        set_adam_beta1(self.optimizer, self.cfg.adam_beta1)
         self.start_step = int(checkpoint["global_step"])
         self.best_eval = checkpoint.get("best_eval_return")
         self.previous_wall_time = float(checkpoint.get("wall_time", 0.0))
