@@ -96,7 +96,7 @@ def test_a_checkpoint_from_before_the_model_choice_still_loads():
     from a3c_torch.storage.checkpoint import load_checkpoint
     from a3c_torch.config import Config
 
-    checkpoint = load_checkpoint(REPO / "results" / "pong-84" / "run" / "checkpoints" / "latest.pt")
+    checkpoint = load_checkpoint(REPO / "results" / "pong-84" / "policy.pt")  # its final checkpoint's weights and config
     assert "model" not in checkpoint["config"] and "envs_per_process" not in checkpoint["config"]
     cfg = Config.from_dict(checkpoint["config"])
     assert (cfg.model, cfg.envs_per_process) == ("universe", 1)
