@@ -293,9 +293,19 @@ def changed_settings(before: Config, after: Config) -> list[str]:
             if field.name != "resume" and getattr(before, field.name) != getattr(after, field.name)]
 
 
+def _legacy_adam_beta1(data: dict) -> dict:
+    """A run saved before --adam-beta1 existed stepped with the beta1 its optimizer state holds."""
+    if "adam_beta1" in data["config"]:
+        return {}
+    try:
+        return {"adam_beta1": float(data["optimizer"]["param_groups"][0]["betas"][0])}
+    except (KeyError, IndexError, TypeError, ValueError):  # rmsprop, or no optimizer state
+        return {}
+
+
 def config_for_resume(cfg: Config, explicit: set[str], data: dict) -> Config:
     """The saved run's config, with the flags given now applied on top (identity flags must match)."""
-    saved = Config.from_dict(data["config"])
+    saved = Config.from_dict({**data["config"], **_legacy_adam_beta1(data)})
     for name in IDENTITY_FIELDS:
         if name in explicit and getattr(cfg, name) != getattr(saved, name):
             raise UsageError(f"--resume {cfg.resume}: the checkpoint was trained with --{name.replace('_', '-')} {getattr(saved, name)}, not {getattr(cfg, name)}")

@@ -62,3 +62,17 @@ def test_the_optimizer_steps_with_the_runs_beta1_also_after_loading_a_saved_stat
     assert resumed.param_groups[0]["betas"] == (0.9, 0.999)  # what load_state_dict brings back
     set_adam_beta1(resumed, 0.0)
     assert resumed.param_groups[0]["betas"] == (0.0, 0.999)
+
+
+def test_resuming_a_run_from_before_the_setting_keeps_the_beta1_its_optimizer_state_holds():
+    from a3c_torch.config import config_for_resume
+
+    weights = torch.nn.Parameter(torch.ones(3))
+    for stepped_with in (0.9, 0.0):
+        saved_config = Config(num_processes=8).to_dict()
+        del saved_config["adam_beta1"]
+        data = {"config": saved_config, "global_step": 10, "optimizer": make_optimizer("adam", [weights], 1e-3, adam_beta1=stepped_with).state_dict()}
+        cfg, explicit = parse_args(["--resume", "run"])
+        assert config_for_resume(cfg, explicit, data).adam_beta1 == stepped_with
+        cfg, explicit = parse_args(["--resume", "run", "--adam-beta1", "0.5"])
+        assert config_for_resume(cfg, explicit, data).adam_beta1 == 0.5  # a flag given now applies from here on
