@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from a3c_torch.config import IDENTITY_FIELDS, IDENTITY_FLAGS, ADAM_LR_PER_SQRT_ENV, RMSPROP_LR_PER_ENV, STALENESS_BUDGET, Config, build_parser, default_envs_per_process
+from a3c_torch.config import IDENTITY_FIELDS, IDENTITY_FLAGS, ADAM_LR_PER_SQRT_ENV, RMSPROP_LR_PER_ENV, STALENESS_BUDGET, Config, build_parser, default_adam_beta1, default_envs_per_process
 from helpers import REPO
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -73,7 +73,7 @@ def flag_rows(page) -> list[tuple[list[str], str]]:
     for line in page.read_text().splitlines():
         if line.startswith("| `--"):
             cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-            rows.append(([f for f in re.findall(r"`--([a-z-]+)`", cells[0]) if not f.startswith("no-")], cells[1]))
+            rows.append(([f for f in re.findall(r"`--([a-z0-9-]+)`", cells[0]) if not f.startswith("no-")], cells[1]))
     return rows
 
 
@@ -99,10 +99,20 @@ def check_lr(text: str) -> None:
         assert float(lr) == RMSPROP_LR_PER_ENV, text
 
 
+def check_adam_beta1(text: str) -> None:
+    """E.g. "0.9 (1-2 workers), 0 (3+)": the two values and where the second starts."""
+    found = re.fullmatch(r"([\d.]+) \(1-(\d+) workers\), ([\d.]+) \((\d+)\+\)", text)
+    assert found, text
+    below, last, above, first = float(found[1]), int(found[2]), float(found[3]), int(found[4])
+    assert first == last + 1 and {default_adam_beta1(n) for n in range(1, last + 1)} == {below}, text
+    assert {default_adam_beta1(n) for n in range(first, 65)} == {above}, text
+
+
 SPECIAL = {
     "num_processes": lambda text: text == "CPU cores",  # os.cpu_count()
     "envs_per_process": check_envs_per_process,
     "lr": check_lr,
+    "adam_beta1": check_adam_beta1,
 }
 
 
