@@ -20,7 +20,7 @@ def train(argv=None) -> int:
 
     protect_console()  # training goes on when its console goes away (`| head`, a closed terminal)
     from a3c_torch.config import parse_args, validate
-    from a3c_torch.errors import UsageError
+    from a3c_torch.errors import UsageError, program_name
     from a3c_torch.preflight import check_num_steps
     from a3c_torch.storage.run_name import check_exp_name
 
@@ -33,10 +33,10 @@ def train(argv=None) -> int:
 
         return run_training(cfg, explicit)
     except UsageError as exc:
-        print(f"train.py: error: {exc}", file=sys.stderr)
+        print(f"{program_name('train.py')}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C while starting up, before the trainer owns the signals
-        print("train.py: interrupted before training started", file=sys.stderr)
+        print(f"{program_name('train.py')}: interrupted before training started", file=sys.stderr)
         return 130
 
 
@@ -45,14 +45,14 @@ def evaluate(argv=None) -> int:
     from a3c_torch.console import protect_console
 
     protect_console("evaluation")  # `evaluate.py | head -1`: no BrokenPipeError traceback; --json and videos are still written
-    from a3c_torch.errors import UsageError
+    from a3c_torch.errors import UsageError, program_name
     from a3c_torch.evaluation.cli import main as run_evaluation
 
     try:
         return run_evaluation(argv)
     except UsageError as exc:
-        print(f"evaluate.py: error: {exc}", file=sys.stderr)
+        print(f"{program_name('evaluate.py')}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("evaluate.py: interrupted", file=sys.stderr)
+        print(f"{program_name('evaluate.py')}: interrupted", file=sys.stderr)
         return 130

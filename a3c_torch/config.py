@@ -15,7 +15,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Optional
 
-from a3c_torch.errors import UsageError
+from a3c_torch.errors import UsageError, program_name
 
 # The default learning rate for --envs-per-process K. An update sums the rollouts of K envs (K x
 # --num-steps agent steps), so a worker makes 1/K of the updates per agent step. Adam moves every
@@ -238,7 +238,7 @@ def switch_help(help_text: str, default: bool) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
-        prog="train.py",
+        prog=program_name("train.py"),
         description="Train an LSTM actor-critic with A3C: Hogwild workers, one per CPU core, on a shared model.",
         formatter_class=HelpFormatter,
         # No abbreviations: `--max-step=N` must not silently stand for --max-steps (nor become

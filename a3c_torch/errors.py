@@ -1,7 +1,23 @@
 """Errors that are the user's to fix: the entry points print them as one line and exit 2."""
 
 import os
+import sys
 from pathlib import Path
+
+# The commands as `pip install .` names them (pyproject.toml's [project.scripts]).
+INSTALLED_NAMES = {"train.py": "a3c-train", "evaluate.py": "a3c-evaluate"}
+
+
+def program_name(script: str) -> str:
+    """The command as the user ran it, for its messages: `a3c-train` once installed, else `train.py`."""
+    installed = INSTALLED_NAMES[script]
+    return installed if os.path.basename(sys.argv[0] or "") == installed else script
+
+
+def command_line(script: str) -> str:
+    """What to type to run the command again: `a3c-train` once installed, else `python train.py`."""
+    name = program_name(script)
+    return name if name != script else f"python {script}"
 
 
 class UsageError(Exception):

@@ -74,11 +74,23 @@ def test_pip_install_in_a_fresh_venv_gives_both_commands(tmp_path):
     install = subprocess.run([python, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index", "--quiet", str(source)],
                              capture_output=True, text=True, timeout=300, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
     assert install.returncode == 0, install.stderr
-    for command, usage in (("a3c-train", "usage: train.py"), ("a3c-evaluate", "usage: evaluate.py")):
+    for command, usage in (("a3c-train", "usage: a3c-train"), ("a3c-evaluate", "usage: a3c-evaluate")):
         result = subprocess.run([venv / "bin" / command, "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
         assert result.returncode == 0 and result.stdout.startswith(usage), result.stderr
     located = subprocess.run([python, "-c", "import a3c_torch; print(a3c_torch.__file__)"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
     assert located.startswith(str(venv)), f"the installed package, not the clone's: {located}"
     # A user error through the installed command: the trainer's one line and exit code 2.
     result = subprocess.run([venv / "bin" / "a3c-train", "--num-processes", "0"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 2 and result.stderr.strip() == "train.py: error: --num-processes must be a positive integer, got 0", result.stderr
+    assert result.returncode == 2 and result.stderr.strip() == "a3c-train: error: --num-processes must be a positive integer, got 0", result.stderr
+    result = subprocess.run([venv / "bin" / "a3c-evaluate", "--checkpoint", tmp_path / "missing.pt"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stderr.startswith("a3c-evaluate: error: "), result.stderr
+
+
+def test_messages_name_the_command_as_the_user_ran_it(monkeypatch):
+    from a3c_torch.errors import command_line, program_name
+
+    for argv0, name, again in (("/venv/bin/a3c-train", "a3c-train", "a3c-train"), ("train.py", "train.py", "python train.py"), ("/clone/train.py", "train.py", "python train.py")):
+        monkeypatch.setattr(sys, "argv", [argv0])
+        assert (program_name("train.py"), command_line("train.py")) == (name, again)
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/a3c-evaluate"])
+    assert program_name("evaluate.py") == "a3c-evaluate"

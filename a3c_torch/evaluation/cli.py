@@ -17,7 +17,7 @@ import torch
 
 from a3c_torch.config import HelpFormatter, given_settings
 from a3c_torch.envs import EnvSettings, make_env
-from a3c_torch.errors import UsageError
+from a3c_torch.errors import UsageError, program_name
 from a3c_torch.evaluation.evaluator import resolve_device
 from a3c_torch.evaluation.games import EpisodeResult, play_games_in_sequence
 from a3c_torch.evaluation.loading import check_same_spaces, choose_checkpoint, env_settings, load, load_model, run_dir_of_checkpoint, run_dir_to_plot, saved_config
@@ -44,7 +44,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
-        prog="evaluate.py",
+        prog=program_name("evaluate.py"),
         description=(
             "Play full games with a trained checkpoint and print the score table. With no arguments: "
             "the newest run under --runs-dir, its best.pt (else latest.pt). `--plot FILE.png` alone only "
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         print("the window was closed: evaluation stopped", file=out, flush=True)
         return 0
     except PlayerFailed as failure:
-        print(f"evaluate.py: {failure}", file=sys.stderr, flush=True)
+        print(f"{program_name('evaluate.py')}: {failure}", file=sys.stderr, flush=True)
         return 1
     print("\n" + format_table(report), file=out, flush=True)
     if args.record_video:
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         write_json(report, args.json)
     if report["interrupted"]:
-        print(f"evaluate.py: interrupted: {report['episodes']} of {args.episodes} games played, and reported", file=sys.stderr, flush=True)
+        print(f"{program_name('evaluate.py')}: interrupted: {report['episodes']} of {args.episodes} games played, and reported", file=sys.stderr, flush=True)
         return 130
     return 0
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from a3c_torch.config import Config
-from a3c_torch.errors import UsageError
+from a3c_torch.errors import UsageError, command_line
 from a3c_torch.storage.checkpoint import load_checkpoint
 from a3c_torch.storage.files import NotDurable, fsync_dir, write_atomically
 from a3c_torch.storage.run_lock import LOCK_NAME
@@ -56,7 +56,7 @@ def create_run_dir(cfg: Config) -> Path:
 
 def resume_command(run_dir: Path) -> str:
     """The command that continues a run, ready to paste: the path shell-quoted (spaces, quotes)."""
-    return f"python train.py --resume {shlex.quote(str(run_dir))}"
+    return f"{command_line('train.py')} --resume {shlex.quote(str(run_dir))}"
 
 
 def write_config(run_dir: Path, cfg: Config) -> None:
