@@ -278,3 +278,10 @@ def test_worker_seeds_are_seed_plus_rank_and_new_after_a_resume_without_state():
     resumed = {worker_seed(7, rank, 5000) for rank in range(3)}
     assert len(resumed) == 3 and not resumed & {7, 8, 9}
     assert worker_seed(7, 0, 5000) != worker_seed(7, 0, 6000)
+
+
+def test_step_of_reads_a_checkpoints_step_from_a_path_or_a_string(good_checkpoint):
+    from a3c_torch.storage.run_dir import step_of
+
+    assert step_of(good_checkpoint) == step_of(str(good_checkpoint)) == 100
+    assert step_of(str(good_checkpoint.parent / "missing.pt")) is None

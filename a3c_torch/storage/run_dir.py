@@ -4,6 +4,7 @@ run a checkpoint file belongs to, and whether a resume may continue in it."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import sys
@@ -91,8 +92,9 @@ def run_dir_of(checkpoint: Path) -> Path | None:
     return None
 
 
-def step_of(path: Path) -> int | None:
+def step_of(path: str | os.PathLike) -> int | None:
     """The global step of a checkpoint file; None if there is none (or it is unreadable)."""
+    path = Path(path)
     if not path.is_file():
         return None
     try:
