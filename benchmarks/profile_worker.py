@@ -40,7 +40,7 @@ import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from a3c_torch.config import Config  # noqa: E402
+from a3c_torch.config import Config, default_envs_per_process  # noqa: E402
 from a3c_torch.envs import EnvSettings, make_env  # noqa: E402
 from a3c_torch.model import TRUNKS, ActorCritic  # noqa: E402
 from a3c_torch.optim import hand_off_gradients, make_optimizer  # noqa: E402
@@ -266,7 +266,8 @@ def main() -> int:
     parser.add_argument("--env-id", default="ALE/Pong-v5")
     parser.add_argument("--num-steps", type=int, default=20, help="rollout length")
     parser.add_argument("--model", choices=TRUNKS, default=Config.model, help="conv trunk (train.py's --model)")
-    parser.add_argument("--envs-per-process", type=int, default=Config.envs_per_process, help="envs of the worker (the classic pattern always plays one)")
+    parser.add_argument("--envs-per-process", type=int, default=default_envs_per_process(1),
+                        help="envs of the worker (the classic pattern always plays one); default: train.py's with 1 worker (with N workers it takes fewer: config.default_envs_per_process)")
     parser.add_argument("--rollouts", type=int, default=150, help="measured rollouts per variant of the whole loop")
     parser.add_argument("--block", type=int, default=10, help="rollouts per interleaved block")
     parser.add_argument("--warmup", type=int, default=5, help="rollouts per variant before timing")
