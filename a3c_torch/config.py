@@ -45,8 +45,8 @@ STALENESS_BUDGET = 5.3e-4
 # momentum SGD with mu = 1 - 1/N (Mitliagkas et al. 2016, "Asynchrony begets momentum"). Adam's
 # beta1 of 0.9 comes on top. Measured on Breakout, 8 workers at the default lr (1 env each, 2e-4),
 # the same seed: with beta1 0.9 the policy stayed near uniform to 0.4M steps (1.44 at 0.3-0.4M);
-# with beta1 0 it learned at once, ahead of 2 workers in every 0.1M bin from 0.1M (4.87 at
-# 0.3-0.4M against 3.66; results/breakout-8-workers-beta1). The A3C paper's shared RMSProp had no
+# with beta1 0 it learned at once and was level with 2 workers per 0.5M to 2.5M (3.00 at 0-0.5M
+# against 2.61-2.97; results/breakout-8-workers-beta1). The A3C paper's shared RMSProp had no
 # momentum either. 1-2 workers keep torch's 0.9, with which every 2-worker result was trained.
 ADAM_BETA1 = 0.9
 ADAM_BETA1_ASYNC = 0.0
