@@ -111,7 +111,7 @@ from pathlib import Path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from a3c_torch.config import MODELS, Config  # noqa: E402
+from a3c_torch.config import MODELS, Config, HelpFormatter  # noqa: E402
 from benchmarks.limit import in_spawned_process, measure_in_child  # noqa: E402
 from benchmarks.proc_cpu import children, cpu_snapshot, is_spawned_worker  # noqa: E402
 from benchmarks.throughput_report import DEFAULT, TODAY, check_setup, print_report, resolve_setup, row_fraction, setup_name  # noqa: E402
@@ -308,7 +308,7 @@ def positive_int(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], prog="python -m benchmarks.throughput", formatter_class=HelpFormatter)
     parser.add_argument("--env-id", default="ALE/Pong-v5")
     parser.add_argument("--screen-size", type=int, default=Config.screen_size, help="Atari frame size, for the emulator and the trainer (train.py's default)")
     parser.add_argument("--setups", type=parse_setup, nargs="+", default=[DEFAULT, TODAY], metavar="SETUP", help=f"what to train: {DEFAULT} (train.py's own model and the envs per worker it resolves for N workers) or MODEL:ENVS (train.py --model and --envs-per-process)")
