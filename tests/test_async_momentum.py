@@ -76,3 +76,17 @@ def test_resuming_a_run_from_before_the_setting_keeps_the_beta1_its_optimizer_st
         assert config_for_resume(cfg, explicit, data).adam_beta1 == stepped_with
         cfg, explicit = parse_args(["--resume", "run", "--adam-beta1", "0.5"])
         assert config_for_resume(cfg, explicit, data).adam_beta1 == 0.5  # a flag given now applies from here on
+
+
+def test_the_trainer_steps_with_the_runs_beta1_new_and_resumed(tmp_path):
+    """The default for 3 workers reaches the shared optimizer; a resume with --adam-beta1 applies it."""
+    from a3c_torch.trainer import Trainer
+
+    quick = dict(env_id="CartPole-v1", hidden_size=16, evaluator=False, runs_dir=str(tmp_path))
+    first = Trainer(Config(num_processes=3, **quick))
+    assert first.optimizer.param_groups[0]["betas"] == (0.0, 0.999)
+    first.started = 0.0  # save() outside of run()
+    assert first.save("latest.pt", 100)
+    first.run_lock.release()
+    resumed = Trainer(Config(resume=str(first.run_dir), adam_beta1=0.5), explicit={"adam_beta1"})
+    assert resumed.cfg.adam_beta1 == 0.5 and resumed.optimizer.param_groups[0]["betas"] == (0.5, 0.999)
