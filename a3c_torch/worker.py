@@ -135,15 +135,21 @@ def rollout_loss(model: ActorCritic, rollout: Rollout, gamma: float, gae_lambda:
     return a3c_loss(logits.flatten(0, 1), values.flatten(), rollout.actions.flatten(), advantages.flatten(), returns.flatten(), value_loss_coef, entropy_coef)
 
 
+def clip_gradients(model: torch.nn.Module, max_grad_norm: float) -> float:
+    """Scale the model's gradients down to a total norm of `max_grad_norm` where it is above;
+    returns the norm before clipping (nan or inf when a gradient is not finite)."""
+    norm = torch.nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])
+    if norm > max_grad_norm:  # rescaling costs a pass over every gradient: only when needed
+        torch.nn.utils.clip_grads_with_norm_(model.parameters(), max_grad_norm, norm)
+    return float(norm)
+
+
 def apply_update(local_model, shared_model, optimizer, loss: torch.Tensor, max_grad_norm: float) -> tuple[bool, float]:
-    """Backward, clip, hand off, step. Returns (applied, grad norm); non-finite updates are skipped."""
+    """Backward, clip, hand off, step. Returns (applied, grad norm); non-finite updates are skipped.
+    benchmarks/network_breakdown.py times these calls one by one, in this order."""
     local_model.zero_grad(set_to_none=True)
     loss.backward()
-    grads = [p.grad for p in local_model.parameters() if p.grad is not None]
-    norm = torch.nn.utils.get_total_norm(grads)
-    if norm > max_grad_norm:  # rescaling costs a pass over every gradient: only when needed
-        torch.nn.utils.clip_grads_with_norm_(local_model.parameters(), max_grad_norm, norm)
-    grad_norm = float(norm)
+    grad_norm = clip_gradients(local_model, max_grad_norm)
     if not (np.isfinite(grad_norm) and torch.isfinite(loss)):
         return False, grad_norm
     hand_off_gradients(local_model, shared_model)

@@ -44,7 +44,7 @@ from a3c_torch.config import Config, default_envs_per_process  # noqa: E402
 from a3c_torch.envs import EnvSettings, make_env  # noqa: E402
 from a3c_torch.model import TRUNKS, ActorCritic  # noqa: E402
 from a3c_torch.optim import hand_off_gradients, make_optimizer  # noqa: E402
-from a3c_torch.worker import RolloutCollector, apply_update, copy_weights, env_seed, rollout_loss, seed_everything  # noqa: E402
+from a3c_torch.worker import RolloutCollector, apply_update, clip_gradients, copy_weights, env_seed, rollout_loss, seed_everything  # noqa: E402
 from benchmarks.classic_pattern import ClassicWorker  # noqa: E402
 
 torch.set_num_threads(1)
@@ -156,10 +156,7 @@ def worker_update(w: Worker, cfg: Config) -> None:
 
 def clip(w: Worker, max_grad_norm: float) -> float:
     """apply_update's clipping: the total norm, and a rescale only when it is above the limit."""
-    norm = torch.nn.utils.get_total_norm([p.grad for p in w.local.parameters() if p.grad is not None])
-    if norm > max_grad_norm:
-        torch.nn.utils.clip_grads_with_norm_(w.local.parameters(), max_grad_norm, norm)
-    return float(norm)
+    return clip_gradients(w.local, max_grad_norm)
 
 
 def worker_update_timed(w: Worker, cfg: Config) -> None:
