@@ -4,8 +4,9 @@ t_net (benchmarks/limit.py) is one number; this splits it into what a worker doe
 network, in the order a3c_torch.worker does it, each phase timed around the project's own function:
 
 copy      `copy_weights`: the shared weights into the local model, once per rollout
-act       the acting forward of the K envs under `inference_mode` with `sample_action`, one per
-          step, and the last-value forward once per rollout (as `RolloutCollector.collect` does)
+act       the acting forward of the K envs under `inference_mode` (`ActingForward`, its weights
+          packed once per rollout) with `sample_action`, one per step, and the last-value forward
+          once per rollout (as `RolloutCollector.collect` does)
 loss      `rollout_loss`: the one-pass recompute with autograd, GAE, the loss
 backward  `zero_grad` and `loss.backward()`
 clip      `clip_gradients` (the total norm; a rescale only above --max-grad-norm)
@@ -40,6 +41,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from a3c_torch.acting import ActingForward  # noqa: E402
 from a3c_torch.config import MODELS, Config, HelpFormatter  # noqa: E402
 from a3c_torch.model import ActorCritic, sample_action  # noqa: E402
 from a3c_torch.optim import hand_off_gradients, make_optimizer  # noqa: E402
@@ -90,20 +92,22 @@ class NetworkPhases:
         self.shared.share_memory()
         self.optimizer = make_optimizer(cfg.optimizer, self.shared.parameters(), cfg.learning_rate, cfg.adam_beta1)
         self.local = ActorCritic.like(self.shared)
+        self.acting = ActingForward(self.local, frames.shape[1])
         self.frames = torch.from_numpy(frames)
         self.state = self.local.initial_state(frames.shape[1])
 
     def act(self) -> Rollout:
         """The rollout's acting forwards (with the sampled actions and the last value), as a Rollout."""
-        local, frames = self.local, self.frames
+        forward, frames = self.acting, self.frames
         T, K = frames.shape[:2]
         actions = torch.empty((T, K), dtype=torch.int64)
         initial_state = state = self.state
+        forward.refresh()  # as RolloutCollector.collect does after the weights are copied in
         with torch.inference_mode():
             for t in range(T):
-                logits, _, state = local(frames[t], state)
+                logits, _, state = forward(frames[t], state)
                 actions[t] = sample_action(logits)
-            last_value = local(frames[-1], state)[1]
+            last_value = forward(frames[-1], state)[1]
         self.state = state
         no = torch.zeros((T, K), dtype=torch.bool)
         return Rollout(
