@@ -18,12 +18,13 @@ phases' update equal to `apply_update`'s, bit for bit). No envs: the rollout hol
 K Pong games (the bare ALE of benchmarks/limit.py, random actions) and no episode ends, so the
 recompute is one fused LSTM pass, as in most of a Pong rollout. Every K is measured in this one
 process with one thread (OMP_NUM_THREADS=1, torch.set_num_threads(1)), after a warm-up, in
-interleaved blocks so that a shared machine's drift hits every K alike. Figures are wall-clock
-microseconds per agent step (a phase that runs once per rollout is divided by its T x K steps);
-the CPU share (thread CPU time / wall time) says how much of a core the process got: under 0.9
-the figures are inflated by other load, and only their shares compare.
+interleaved blocks so that a shared machine's drift hits every K alike. Figures are microseconds
+per agent step (a phase that runs once per rollout is divided by its T x K steps) of the thread's
+CPU time (--clock wall: wall-clock time); the CPU share (CPU time / wall time) says how much of a
+core the process got: under 0.9 other load shared the core and its caches, the figures are
+inflated, and only their shares and ratios compare.
 
-    python -m benchmarks.network_breakdown [--envs 1 4 8] [--seconds 10] [--model a3c-centred] [--json FILE]
+    python -m benchmarks.network_breakdown [--envs 1 4 8] [--acting packed eager] [--seconds 10] [--clock cpu|wall] [--json FILE]
 """
 
 from __future__ import annotations
@@ -74,8 +75,9 @@ class PhaseTimes:
     def stop(self) -> None:
         self.start(None)
 
-    def us_per_step(self) -> dict[str, float]:
-        return {phase: self.wall[phase] / 1e3 / self.steps for phase in PHASES}
+    def us_per_step(self, clock: str = "cpu") -> dict[str, float]:
+        ns = self.cpu if clock == "cpu" else self.wall
+        return {phase: ns[phase] / 1e3 / self.steps for phase in PHASES}
 
     def cpu_share(self) -> float:
         return sum(self.cpu.values()) / max(1, sum(self.wall.values()))
@@ -85,14 +87,14 @@ class NetworkPhases:
     """A worker's network and update for K envs, without the envs: the project's functions on the
     real ActorCritic, a shared model and its shared optimizer. `frames` is (T, K, S, S) uint8."""
 
-    def __init__(self, cfg: Config, num_actions: int, frames: np.ndarray, seed: int = 0):
+    def __init__(self, cfg: Config, num_actions: int, frames: np.ndarray, seed: int = 0, packed: bool = True):
         torch.manual_seed(seed)
         self.cfg = cfg
         self.shared = ActorCritic((cfg.screen_size, cfg.screen_size), num_actions, cfg.hidden_size, cfg.model)
         self.shared.share_memory()
         self.optimizer = make_optimizer(cfg.optimizer, self.shared.parameters(), cfg.learning_rate, cfg.adam_beta1)
         self.local = ActorCritic.like(self.shared)
-        self.acting = ActingForward(self.local, frames.shape[1])
+        self.acting = ActingForward(self.local, frames.shape[1], enabled=packed)
         self.frames = torch.from_numpy(frames)
         self.state = self.local.initial_state(frames.shape[1])
 
@@ -162,14 +164,16 @@ def game_frames(env_id: str, envs: int, cfg: Config, seed: int) -> tuple[np.ndar
     return frames, len(ale.action_set)
 
 
-def measure(env_id: str, envs_list: list[int], model: str, seconds: float, warmup: float, seed: int = 0) -> list[dict]:
-    """Every K's phases in this process, `seconds` of each K in interleaved blocks after `warmup`."""
+def measure(env_id: str, envs_list: list[int], model: str, seconds: float, warmup: float, seed: int = 0, acting: tuple[str, ...] = ("packed",), clock: str = "cpu") -> list[dict]:
+    """Every K's phases in this process, `seconds` of each K (and acting forward: `packed`, the
+    worker's, or `eager`, the model's own) in interleaved blocks after `warmup`."""
     torch.set_num_threads(1)
     setups = []
     for envs in envs_list:
         cfg = Config(env_id=env_id, model=model, envs_per_process=envs)
         frames, num_actions = game_frames(env_id, envs, cfg, seed)
-        setups.append((envs, NetworkPhases(cfg, num_actions, frames, seed), PhaseTimes()))
+        for way in acting:
+            setups.append(((envs, way), NetworkPhases(cfg, num_actions, frames, seed, packed=way == "packed"), PhaseTimes()))
 
     def block(net: NetworkPhases, times: PhaseTimes, duration: float) -> None:
         end = time.perf_counter() + duration
@@ -188,24 +192,24 @@ def measure(env_id: str, envs_list: list[int], model: str, seconds: float, warmu
         for _, net, times in setups:
             block(net, times, seconds / blocks)
     rows = []
-    for envs, net, times in setups:
-        us = times.us_per_step()
+    for (envs, way), net, times in setups:
+        us = times.us_per_step(clock)
         total = sum(us.values())
-        rows.append({"envs_per_process": envs, "model": model, "num_steps": net.cfg.num_steps, "screen_size": net.cfg.screen_size,
+        rows.append({"envs_per_process": envs, "acting": way if net.acting.packed or way == "eager" else "eager (cannot pack)", "model": model, "clock": clock, "num_steps": net.cfg.num_steps, "screen_size": net.cfg.screen_size,
                      "us_per_step": us, "total_us": total, "network_share": sum(us[p] for p in NETWORK) / total,
                      "rollouts": times.rollouts, "cpu_share": times.cpu_share()})  # fmt: skip
     return rows
 
 
 def print_table(rows: list[dict]) -> None:
-    print(f"\nus per agent step (wall clock), {rows[0]['model']}, rollouts of {rows[0]['num_steps']} steps, {rows[0]['screen_size']}x{rows[0]['screen_size']}, 1 thread")
-    print("| K | " + " | ".join(PHASES) + " | total | network share (act + loss + backward) | rollouts | CPU share |")
-    print("|---|" + "---|" * (len(PHASES) + 4))
+    print(f"\nus per agent step ({'thread CPU time' if rows[0]['clock'] == 'cpu' else 'wall clock'}), {rows[0]['model']}, rollouts of {rows[0]['num_steps']} steps, {rows[0]['screen_size']}x{rows[0]['screen_size']}, 1 thread")
+    print("| K | acting | " + " | ".join(PHASES) + " | total | network share (act + loss + backward) | rollouts | CPU share |")
+    print("|---|---|" + "---|" * (len(PHASES) + 4))
     for row in rows:
         cells = " | ".join(f"{row['us_per_step'][p]:.1f}" for p in PHASES)
-        print(f"| {row['envs_per_process']} | {cells} | {row['total_us']:.1f} | {100 * row['network_share']:.1f}% | {row['rollouts']} | {row['cpu_share']:.2f} |")
+        print(f"| {row['envs_per_process']} | {row['acting']} | {cells} | {row['total_us']:.1f} | {100 * row['network_share']:.1f}% | {row['rollouts']} | {row['cpu_share']:.2f} |")
     if any(row["cpu_share"] < 0.9 for row in rows):
-        print("\nwarning: the process got less than 0.9 of a core: the figures are inflated by other load; compare only their shares")
+        print("\nwarning: the process got less than 0.9 of a core: other load shared it (and its caches), so the figures are inflated; compare only their shares and ratios")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -238,6 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--env-id", default="ALE/Pong-v5", help="the Atari game whose frames fill the rollout")
     parser.add_argument("--seconds", type=positive_float, default=10.0, help="measured seconds per K")
     parser.add_argument("--warmup", type=positive_float, default=2.0, help="seconds per K before timing")
+    parser.add_argument("--acting", nargs="+", choices=("packed", "eager"), default=["packed"], help="the acting forward: packed (the worker's ActingForward) or eager (the model's own forward, the worker before it); both: side by side")
+    parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu", help="cpu: the thread's CPU time (waiting for a core on a shared machine not counted); wall: wall-clock time")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write the rows to this file")
     return parser
@@ -256,7 +262,7 @@ def main(argv=None) -> int:
     if not fits:
         parser.error(f"--env-id must be an Atari game with a screen (its frames fill the rollout), got {args.env_id!r}")
     print(f"{args.env_id} frames, model {args.model}, K = {' '.join(map(str, args.envs))}: warm-up {args.warmup:g} s + {args.seconds:g} s per K, interleaved; torch {torch.__version__}, load average {os.getloadavg()[0]:.2f}", flush=True)
-    rows = measure(args.env_id, args.envs, args.model, args.seconds, args.warmup, args.seed)
+    rows = measure(args.env_id, args.envs, args.model, args.seconds, args.warmup, args.seed, tuple(dict.fromkeys(args.acting)), args.clock)
     print_table(rows)
     if args.json:
         Path(args.json).write_text(json.dumps({"settings": vars(args), "rows": rows}, indent=2) + "\n")

@@ -13,10 +13,10 @@ from benchmarks.network_breakdown import PHASES, NetworkPhases, PhaseTimes
 from helpers import run_module
 
 
-def phases(max_grad_norm: float, envs: int = 2, seed: int = 3) -> NetworkPhases:
+def phases(max_grad_norm: float, envs: int = 2, seed: int = 3, packed: bool = True) -> NetworkPhases:
     cfg = Config(env_id="ALE/Pong-v5", screen_size=42, model="a3c-centred", envs_per_process=envs, num_steps=5, max_grad_norm=max_grad_norm)
     frames = np.random.default_rng(seed).integers(0, 256, (cfg.num_steps, envs, 42, 42), dtype=np.uint8)
-    return NetworkPhases(cfg, 6, frames, seed)
+    return NetworkPhases(cfg, 6, frames, seed, packed)
 
 
 def bits(tensor: torch.Tensor) -> torch.Tensor:
@@ -32,8 +32,10 @@ def same_update(a: NetworkPhases, b: NetworkPhases) -> None:
 
 
 @pytest.mark.parametrize("max_grad_norm", [40.0, 1e-3])  # 1e-3: every update is clipped
-def test_the_timed_phases_update_the_shared_model_as_apply_update_does(max_grad_norm):
-    timed, reference = phases(max_grad_norm), phases(max_grad_norm)
+@pytest.mark.parametrize("packed", [True, False])
+def test_the_timed_phases_update_the_shared_model_as_apply_update_does(max_grad_norm, packed):
+    timed, reference = phases(max_grad_norm, packed=packed), phases(max_grad_norm, packed=packed)
+    assert timed.acting.packed is packed
     same_update(timed, reference)  # the same start
     times = PhaseTimes()
     for _ in range(3):
@@ -61,22 +63,23 @@ def test_a_non_finite_update_is_skipped_by_both():
     same_update(timed, reference)
 
 
-def test_the_table_has_a_row_per_k_and_every_phase(capsys):
-    rows = network_breakdown.measure("ALE/Pong-v5", [1, 2], "a3c-centred", seconds=0.2, warmup=0.1)
-    assert [row["envs_per_process"] for row in rows] == [1, 2]
+def test_the_table_has_a_row_per_k_and_acting_forward_and_every_phase(capsys):
+    rows = network_breakdown.measure("ALE/Pong-v5", [1, 2], "a3c-centred", seconds=0.2, warmup=0.1, acting=("packed", "eager"))
+    assert [(row["envs_per_process"], row["acting"]) for row in rows] == [(1, "packed"), (1, "eager"), (2, "packed"), (2, "eager")]
     for row in rows:
         assert set(row["us_per_step"]) == set(PHASES) and all(v > 0 for v in row["us_per_step"].values())
         assert row["total_us"] == pytest.approx(sum(row["us_per_step"].values()))
         assert 0 < row["network_share"] < 1 and row["rollouts"] >= 1
     network_breakdown.print_table(rows)
     out = capsys.readouterr().out
-    assert "| K | copy | act | loss | backward | clip | hand-off | step | total |" in out and "\n| 2 | " in out
+    assert "| K | acting | copy | act | loss | backward | clip | hand-off | step | total |" in out and "\n| 2 | eager | " in out
 
 
 @pytest.mark.parametrize("argv, words", [
     (["--envs", "0"], "--envs: must be a whole number of at least 1"),
     (["--seconds", "-1"], "--seconds: must be a number of seconds above 0"),
     (["--model", "big"], "--model: invalid choice"),
+    (["--acting", "compiled"], "--acting: invalid choice"),
     (["--env-id", "CartPole-v1"], "--env-id must be an Atari game with a screen"),
     (["--env-id", "Foo"], "unknown env id 'Foo'"),
     (["--second", "5"], "unrecognized arguments: --second"),  # no abbreviations
@@ -92,3 +95,13 @@ def test_help_runs_as_a_module():
     done = run_module("benchmarks.network_breakdown", "--help", timeout=60)
     assert done.returncode == 0 and done.stdout.startswith("usage: python -m benchmarks.network_breakdown") and not done.stderr
     assert "--envs K [K ...]" in done.stdout
+
+
+def test_the_packed_acting_forward_makes_the_same_updates_as_the_eager_one():
+    packed, eager = phases(40.0, packed=True), phases(40.0, packed=False)
+    for _ in range(3):
+        torch.manual_seed(12)
+        packed.rollout()
+        torch.manual_seed(12)
+        eager.rollout()
+        same_update(packed, eager)
