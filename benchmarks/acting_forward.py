@@ -41,7 +41,7 @@ import warnings  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from a3c_torch.acting import ActingForward  # noqa: E402
+from a3c_torch.acting import PACKED_TRUNKS, ActingForward  # noqa: E402
 from a3c_torch.config import MODELS, Config, HelpFormatter  # noqa: E402
 from a3c_torch.model import ActorCritic, sample_action  # noqa: E402
 from benchmarks.network_breakdown import game_frames, positive_int  # noqa: E402
@@ -109,9 +109,9 @@ class Variant:
                 self.forward = torch.jit.trace(model, (frames[0], model.initial_state(frames.shape[1])), check_trace=False)
         elif name == "compile":
             if cold:  # compile from scratch, as a fresh machine's first worker does, not from inductor's cache on disk
-                import torch._inductor.config
+                from torch._inductor import config as inductor_config
 
-                torch._inductor.config.force_disable_caches = True
+                inductor_config.force_disable_caches = True
             self.forward = torch.compile(model)
             started = time.perf_counter()
             with torch.inference_mode():
@@ -215,13 +215,14 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if len(set(args.variants)) < 2:
         parser.error("--variants needs at least two different variants to compare")
+    if args.model not in PACKED_TRUNKS and set(args.variants) & {"packed", "transposed", "fused-gates"}:
+        parser.error(f"--model {args.model}: ActingForward packs only {', '.join(PACKED_TRUNKS)}; compare eager, trace and compile on it")
+    if args.model == "a3c-elu" and set(args.variants) & {"transposed", "fused-gates"}:
+        parser.error("--variants transposed and fused-gates are for the ReLU trunks (a3c, a3c-centred)")
     print(f"Pong frames, model {args.model}, variants {' '.join(args.variants)}, {args.rounds} rounds x {args.rollouts} rollouts per variant and K; torch {torch.__version__}, 1 thread, load average {os.getloadavg()[0]:.2f}", flush=True)
     rows = []
     for envs in args.envs:
-        try:
-            rows += measure(envs, list(dict.fromkeys(args.variants)), args.model, args.rounds, args.rollouts, args.seed, args.cold_compile)
-        except ValueError as exc:
-            parser.error(str(exc))
+        rows += measure(envs, list(dict.fromkeys(args.variants)), args.model, args.rounds, args.rollouts, args.seed, args.cold_compile)
     print_table(rows, args.variants[0])
     return 0
 
