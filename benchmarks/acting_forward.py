@@ -72,7 +72,7 @@ class _Reshaped(ActingForward):
     def __call__(self, obs, state):
         model, lstm = self.model, self.model.lstm
         x = self.conv2(self.conv1(model.image_input(obs))).flatten(1)
-        x = self.fc_activation(torch.addmm(self.fc.bias, x, self.fc_t))
+        x = torch.relu(torch.addmm(self.fc.bias, x, self.fc_t))
         h, c = state
         if self.fused:
             gates = torch.addmm(self.gates_b, torch.cat([x, h], 1), self.gates_t)
@@ -100,8 +100,8 @@ class Variant:
             self.forward, self.refresh = acting, acting.refresh
         elif name in ("transposed", "fused-gates"):
             acting = _Reshaped(model, frames.shape[1], fused=name == "fused-gates")
-            if not acting.packed or acting.conv_activation is not None:
-                raise ValueError(f"--variants {name} is for the ReLU trunks the worker packs, not {model.trunk}")
+            if not acting.packed:
+                raise ValueError(f"ActingForward does not pack the {model.trunk} trunk")
             self.forward, self.refresh = acting, acting.refresh
         elif name == "trace":
             with warnings.catch_warnings(), torch.inference_mode():
@@ -217,8 +217,6 @@ def main(argv=None) -> int:
         parser.error("--variants needs at least two different variants to compare")
     if args.model not in PACKED_TRUNKS and set(args.variants) & {"packed", "transposed", "fused-gates"}:
         parser.error(f"--model {args.model}: ActingForward packs only {', '.join(PACKED_TRUNKS)}; compare eager, trace and compile on it")
-    if args.model == "a3c-elu" and set(args.variants) & {"transposed", "fused-gates"}:
-        parser.error("--variants transposed and fused-gates are for the ReLU trunks (a3c, a3c-centred)")
     print(f"Pong frames, model {args.model}, variants {' '.join(args.variants)}, {args.rounds} rounds x {args.rollouts} rollouts per variant and K; torch {torch.__version__}, 1 thread, load average {os.getloadavg()[0]:.2f}", flush=True)
     rows = []
     for envs in args.envs:

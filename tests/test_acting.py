@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from a3c_torch import acting as acting_module
 from a3c_torch import worker
 from a3c_torch.acting import PACKED_TRUNKS, ActingForward, can_pack
 from a3c_torch.model import TRUNKS, ActorCritic
@@ -72,7 +73,7 @@ def test_after_the_weights_change_refresh_makes_it_equal_again():
         assert_bit_for_bit(forward(obs, hc), model(obs, hc))
 
 
-@pytest.mark.parametrize("obs_shape, trunk", [((84, 84), "universe"), ((4,), "a3c-centred")])
+@pytest.mark.parametrize("obs_shape, trunk", [((84, 84), "universe"), ((84, 84), "a3c-elu"), ((4,), "a3c-centred")])
 def test_what_it_cannot_pack_is_left_to_the_model(obs_shape, trunk):
     model = ActorCritic(obs_shape, 3, trunk=trunk)
     forward = ActingForward(model, 2)
@@ -129,3 +130,30 @@ def test_a_rollout_with_the_packed_forward_is_the_rollout_without_it(monkeypatch
             assert torch.equal(getattr(packed, name), getattr(plain, name)), name
         for a, b in zip(packed.initial_state, plain.initial_state):
             assert torch.equal(bits(a), bits(b))
+
+
+def test_where_a_probe_forward_disagrees_with_the_model_it_acts_with_the_model(monkeypatch):
+    """Another CPU or torch build could run the convolutions elsewhere: then the model's own forward."""
+    model = ActorCritic((42, 42), 6)
+    real = torch.ops.mkldnn._convolution_pointwise
+
+    class Ops:  # a oneDNN convolution one ulp off somewhere
+        @staticmethod
+        def _convolution_pointwise(*args):
+            out = real(*args)
+            return out.view(torch.int32).add(1).view(torch.float32)
+
+    monkeypatch.setattr(acting_module.torch.ops, "mkldnn", Ops)
+    forward = ActingForward(model, 4)
+    assert not forward.packed
+    obs, hc = frames(4, 42, 0), state(4, 256, 0)
+    with torch.inference_mode():
+        assert_bit_for_bit(forward(obs, hc), model(obs, hc))
+
+
+def test_a_torch_without_the_packing_ops_acts_with_the_model(monkeypatch):
+    def missing(*args):
+        raise NotImplementedError("no oneDNN here")
+
+    monkeypatch.setattr(acting_module.torch._C._nn, "mkldnn_reorder_conv2d_weight", missing)
+    assert not ActingForward(ActorCritic((42, 42), 6), 2).packed

@@ -25,8 +25,8 @@ def test_a_tiny_measurement_of_every_quick_variant(capsys):
 @pytest.mark.parametrize("argv, words", [
     (["--variants", "eager"], "--variants needs at least two different variants"),
     (["--variants", "eager", "jit"], "--variants: invalid choice: 'jit'"),
-    (["--model", "universe"], "ActingForward packs only a3c, a3c-centred, a3c-elu"),
-    (["--model", "a3c-elu", "--variants", "eager", "transposed"], "are for the ReLU trunks"),
+    (["--model", "universe"], "ActingForward packs only a3c, a3c-centred"),
+    (["--model", "a3c-elu", "--variants", "eager", "transposed"], "ActingForward packs only a3c, a3c-centred"),
     (["--rounds", "0"], "--rounds: must be a whole number of at least 1"),
     (["--round", "5"], "unrecognized arguments: --round"),  # no abbreviations
 ])
