@@ -3,8 +3,10 @@
 One rollout, one update:
 1. copy the shared weights into the local model;
 2. play --num-steps steps in each of its --envs-per-process envs under `inference_mode` (no
-   autograd while acting; one batched forward for the K envs per step), carrying each env's LSTM
-   state across rollouts and zeroing it where that env's episode ends;
+   autograd while acting; one batched forward for the K envs per step, through
+   `acting.ActingForward`: the model's forward bit for bit, its convolutions' weights packed once
+   per rollout), carrying each env's LSTM state across rollouts and zeroing it where that env's
+   episode ends;
 3. recompute the rollout's logits and values in one pass with autograd (encoder batched over the
    rollout's T x K frames; the weights did not change in between, so the gradients are those of
    the step-by-step computation);
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from a3c_torch.acting import ActingForward
 from a3c_torch.child_context import WorkerContext
 from a3c_torch.envs import EnvSettings, make_env
 from a3c_torch.faults import with_faults
@@ -73,9 +76,19 @@ class RolloutCollector:
         self.obs = np.stack([env.reset(seed=env_seed(seed, k))[0] for k, env in enumerate(self.envs)])
         self.state = model.initial_state(len(self.envs))
         self.episode_starts = np.ones(len(self.envs), dtype=bool)
+        self._acting = None
+
+    def acting_forward(self, model: ActorCritic) -> ActingForward:
+        """The acting forward of `model` with its current weights (packed again on every call)."""
+        if self._acting is None or self._acting.model is not model:
+            self._acting = ActingForward(model, len(self.envs))
+        else:
+            self._acting.refresh()
+        return self._acting
 
     def collect(self, model: ActorCritic, num_steps: int) -> Rollout:
         K = len(self.envs)
+        forward = self.acting_forward(model)  # the weights are fixed from here to the end of the rollout
         observations = np.empty((num_steps, *self.obs.shape), dtype=self.obs.dtype)
         actions = np.empty((num_steps, K), dtype=np.int64)
         rewards = np.empty((num_steps, K), dtype=np.float32)
@@ -89,7 +102,7 @@ class RolloutCollector:
             for t in range(num_steps):
                 starts[t] = self.episode_starts
                 observations[t] = self.obs
-                logits, _, (h, c) = model(torch.from_numpy(self.obs), self.state)
+                logits, _, (h, c) = forward(torch.from_numpy(self.obs), self.state)
                 actions[t] = sample_action(logits).numpy()
                 for k, env in enumerate(self.envs):
                     obs, reward, term, trunc, info = env.step(int(actions[t, k]))
@@ -98,7 +111,7 @@ class RolloutCollector:
                     truncated[t, k] = trunc and not term
                     if trunc and not term:
                         # A time limit is not the end of the task: the return goes on as V(s').
-                        truncation_values[t, k] = float(model(torch.from_numpy(obs)[None], (h[k : k + 1], c[k : k + 1]))[1])
+                        truncation_values[t, k] = float(forward(torch.from_numpy(obs)[None], (h[k : k + 1], c[k : k + 1]))[1])
                     if "episode" in info:
                         episodes.append((float(info["episode"]["r"]), int(info["episode"]["l"])))
                     if term or trunc:
@@ -109,7 +122,7 @@ class RolloutCollector:
                     keep = torch.from_numpy(~self.episode_starts).to(h.dtype).unsqueeze(1)
                     h, c = h * keep, c * keep
                 self.state = (h, c)
-            last_values = model(torch.from_numpy(self.obs), self.state)[1].numpy()
+            last_values = forward(torch.from_numpy(self.obs), self.state)[1].numpy()
             last_values = np.where(self.episode_starts, 0.0, last_values).astype(np.float32)
         # Tensors made under inference_mode cannot enter autograd: the initial state is cloned.
         return Rollout(
@@ -135,15 +148,21 @@ def rollout_loss(model: ActorCritic, rollout: Rollout, gamma: float, gae_lambda:
     return a3c_loss(logits.flatten(0, 1), values.flatten(), rollout.actions.flatten(), advantages.flatten(), returns.flatten(), value_loss_coef, entropy_coef)
 
 
+def clip_gradients(model: torch.nn.Module, max_grad_norm: float) -> float:
+    """Scale the model's gradients down to a total norm of `max_grad_norm` where it is above;
+    returns the norm before clipping (nan or inf when a gradient is not finite)."""
+    norm = torch.nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])
+    if norm > max_grad_norm:  # rescaling costs a pass over every gradient: only when needed
+        torch.nn.utils.clip_grads_with_norm_(model.parameters(), max_grad_norm, norm)
+    return float(norm)
+
+
 def apply_update(local_model, shared_model, optimizer, loss: torch.Tensor, max_grad_norm: float) -> tuple[bool, float]:
-    """Backward, clip, hand off, step. Returns (applied, grad norm); non-finite updates are skipped."""
+    """Backward, clip, hand off, step. Returns (applied, grad norm); non-finite updates are skipped.
+    benchmarks/network_breakdown.py times these calls one by one, in this order."""
     local_model.zero_grad(set_to_none=True)
     loss.backward()
-    grads = [p.grad for p in local_model.parameters() if p.grad is not None]
-    norm = torch.nn.utils.get_total_norm(grads)
-    if norm > max_grad_norm:  # rescaling costs a pass over every gradient: only when needed
-        torch.nn.utils.clip_grads_with_norm_(local_model.parameters(), max_grad_norm, norm)
-    grad_norm = float(norm)
+    grad_norm = clip_gradients(local_model, max_grad_norm)
     if not (np.isfinite(grad_norm) and torch.isfinite(loss)):
         return False, grad_norm
     hand_off_gradients(local_model, shared_model)

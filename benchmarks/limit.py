@@ -9,8 +9,9 @@ t_ale  the bare emulator work the lean Atari stack (a3c_torch/atari.py) must cal
        lives, no reward clipping: the floor of any stack that gives these observations. It
        plays K games side by side with random actions, as a worker with K envs does.
 t_net  the real ActorCritic's work for one agent step at K envs per worker, done by the
-       project's own functions: the acting forward of the K envs under `inference_mode` with
-       the action sampled (`sample_action`), one per step, plus the last-value forward once per
+       project's own functions: the acting forward of the K envs under `inference_mode`
+       (`ActingForward`, its weights packed once per rollout) with the action sampled
+       (`sample_action`), one per step, plus the last-value forward once per
        rollout; and, amortised over the rollout's T x K agent steps, the update: `copy_weights`
        from the shared model, `rollout_loss` (the one-pass recompute with autograd, GAE, the
        loss), then `apply_update` (zero grads, backward, clip, gradient hand-off to the shared
@@ -106,6 +107,7 @@ class NetworkWork:
     def __init__(self, cfg, num_actions: int, frames):
         import torch
 
+        from a3c_torch.acting import ActingForward
         from a3c_torch.model import ActorCritic
         from a3c_torch.optim import make_optimizer
 
@@ -114,6 +116,7 @@ class NetworkWork:
         self.shared.share_memory()
         self.optimizer = make_optimizer(cfg.optimizer, self.shared.parameters(), cfg.learning_rate)
         self.local = ActorCritic.like(self.shared)
+        self.acting = ActingForward(self.local, cfg.envs_per_process)
         self.frames = torch.from_numpy(frames)  # (T, K, S, S) uint8
         self.state = self.local.initial_state(cfg.envs_per_process)
 
@@ -131,11 +134,13 @@ class NetworkWork:
         copied = time.perf_counter()
         actions = torch.empty((T, K), dtype=torch.int64)
         initial_state = state = self.state
+        forward = self.acting
+        forward.refresh()  # as RolloutCollector.collect does after the weights are copied in
         with torch.inference_mode():
             for t in range(T):
-                logits, _, state = local(frames[t], state)
+                logits, _, state = forward(frames[t], state)
                 actions[t] = sample_action(logits)
-            last_value = local(frames[-1], state)[1]
+            last_value = forward(frames[-1], state)[1]
         acted = time.perf_counter()
         self.state = state
         no = torch.zeros((T, K), dtype=torch.bool)

@@ -44,7 +44,7 @@ from a3c_torch.config import Config, default_envs_per_process  # noqa: E402
 from a3c_torch.envs import EnvSettings, make_env  # noqa: E402
 from a3c_torch.model import TRUNKS, ActorCritic  # noqa: E402
 from a3c_torch.optim import hand_off_gradients, make_optimizer  # noqa: E402
-from a3c_torch.worker import RolloutCollector, apply_update, copy_weights, env_seed, rollout_loss, seed_everything  # noqa: E402
+from a3c_torch.worker import RolloutCollector, apply_update, clip_gradients, copy_weights, env_seed, rollout_loss, seed_everything  # noqa: E402
 from benchmarks.classic_pattern import ClassicWorker  # noqa: E402
 
 torch.set_num_threads(1)
@@ -101,6 +101,26 @@ def time_method(obj, name: str, timers: Timers, label: str) -> None:
     setattr(obj, name, timed)
 
 
+def time_acting(collector: RolloutCollector, timers: Timers, label: str) -> None:
+    """Every call of the collector's acting forward (ActingForward, packing included) as `label`."""
+    inner = collector.acting_forward
+
+    def timed_acting(model):
+        cpu, wall = time.thread_time_ns(), time.perf_counter_ns()
+        forward = inner(model)  # the weights packed for this rollout
+        timers.add(label, time.thread_time_ns() - cpu, time.perf_counter_ns() - wall)
+
+        def timed(*args):
+            cpu, wall = time.thread_time_ns(), time.perf_counter_ns()
+            result = forward(*args)
+            timers.add(label, time.thread_time_ns() - cpu, time.perf_counter_ns() - wall)
+            return result
+
+        return timed
+
+    collector.acting_forward = timed_acting
+
+
 # =============================================================================== the worker
 @dataclass
 class Worker:
@@ -126,10 +146,14 @@ def make_worker(cfg: Config, seed: int, timers: Timers | None = None, forward_la
     shared.share_memory()
     optimizer = make_optimizer(cfg.optimizer, shared.parameters(), cfg.learning_rate)
     local = ActorCritic.like(shared)
+    collector = RolloutCollector(envs, local, seed)
     if timers is not None:
-        time_model_calls(local, timers, forward_label)
+        if forward_label == "acting forward":  # the worker acts through the collector's ActingForward
+            time_acting(collector, timers, forward_label)
+        else:
+            time_model_calls(local, timers, forward_label)
         time_method(local, "forward_sequence", timers, "recompute forward")
-    return Worker(envs, shared, optimizer, local, RolloutCollector(envs, local, seed), timers)
+    return Worker(envs, shared, optimizer, local, collector, timers)
 
 
 def make_classic(cfg: Config, seed: int, timers: Timers, lean: bool = True) -> ClassicWorker:
@@ -156,10 +180,7 @@ def worker_update(w: Worker, cfg: Config) -> None:
 
 def clip(w: Worker, max_grad_norm: float) -> float:
     """apply_update's clipping: the total norm, and a rescale only when it is above the limit."""
-    norm = torch.nn.utils.get_total_norm([p.grad for p in w.local.parameters() if p.grad is not None])
-    if norm > max_grad_norm:
-        torch.nn.utils.clip_grads_with_norm_(w.local.parameters(), max_grad_norm, norm)
-    return float(norm)
+    return clip_gradients(w.local, max_grad_norm)
 
 
 def worker_update_timed(w: Worker, cfg: Config) -> None:
