@@ -1,6 +1,7 @@
 # Two commands for a fresh machine (Python 3.10+ with venv):
 #   make train   installs into .venv (once) and trains with one worker per CPU core
-#   make test    installs into .venv (once) and runs the test suite
+#   make test    installs into .venv (once) and runs the test suite, two test processes at once
+#                (TEST_JOBS=0 make test: one process, the tests in order)
 #   make benchmark  training throughput with 1..<CPU cores> workers (see docs/benchmarks.md)
 # Re-running is fast: the install step only runs again when a requirements file changes.
 
@@ -9,6 +10,9 @@ PYTHON ?= python3
 NUM_PROCESSES ?= $(shell nproc 2>/dev/null || echo 8)
 TRAIN_ARGS ?=
 BENCHMARK_ARGS ?=
+# Test processes (pytest-xdist). Most tests wait on the processes they start, so two at a time fill
+# two cores; the tests that must not overlap (fixed ports) share an xdist_group and run one by one.
+TEST_JOBS ?= 2
 INSTALLED := $(VENV)/.installed
 
 .PHONY: train test benchmark install clean-venv
@@ -28,7 +32,7 @@ train: $(INSTALLED)
 	status=$$?; if [ $$status -eq 130 ] || [ $$status -eq 143 ]; then exit 0; fi; exit $$status
 
 test: $(INSTALLED)
-	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q -n $(TEST_JOBS) --dist loadgroup
 
 # Is this machine training as fast as it should? The emulator alone, then training with 1, 2, ...,
 # <CPU cores> workers (30 s each, a few minutes in all): steps/s and the scaling efficiency.

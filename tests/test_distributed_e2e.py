@@ -15,7 +15,9 @@ import pytest
 
 from tests.helpers import REPO, checkpointed_steps, load, only_run_dir, scalar_tags, wait_for
 
-pytestmark = pytest.mark.slow
+# One world at a time when the suite runs in two processes (make test): a world's RPC port is its
+# rendezvous port + 1, which nothing reserves, so two worlds started together could take each other's.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("distributed")]
 
 NODE_FLAGS = ("--env-id", "CartPole-v1", "--num-processes", "1", "--ps-workers", "0")
 

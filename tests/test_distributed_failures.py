@@ -20,7 +20,9 @@ import pytest
 
 from tests.helpers import REPO, wait_for
 
-pytestmark = pytest.mark.slow
+# One world at a time when the suite runs in two processes (make test): a world's RPC port is its
+# rendezvous port + 1, which nothing reserves, so two worlds started together could take each other's.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("distributed")]
 
 NODE_FLAGS = ("--env-id", "CartPole-v1", "--num-processes", "1", "--no-evaluator", "--sync-interval", "0.5", "--max-steps", "100000000")
 NOISE = ("Traceback", "frame #", "RendezvousConnectionError", "SignalException", "leaked semaphore")

@@ -14,7 +14,7 @@ from helpers import REPO
 
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
-TEST_ONLY = {"pytest", "pytest-timeout"}
+TEST_ONLY = {"pytest", "pytest-timeout", "pytest-xdist"}
 
 
 def requirement_pins() -> dict[str, str]:
