@@ -46,10 +46,13 @@ def evaluate(argv=None) -> int:
 
     protect_console("evaluation")  # `evaluate.py | head -1`: no BrokenPipeError traceback; --json and videos are still written
     from a3c_torch.errors import UsageError, program_name
-    from a3c_torch.evaluation.cli import main as run_evaluation
+    from a3c_torch.evaluation.flags import parse
 
     try:
-        return run_evaluation(argv)
+        args, play = parse(sys.argv[1:] if argv is None else list(argv))  # --help and flag mistakes: before torch loads
+        from a3c_torch.evaluation.cli import run as run_evaluation
+
+        return run_evaluation(args, play)
     except UsageError as exc:
         print(f"{program_name('evaluate.py')}: error: {exc}", file=sys.stderr)
         return 2

@@ -22,7 +22,7 @@ import torch
 
 from a3c_torch.config import Config
 from a3c_torch.envs import EnvSettings, make_env
-from a3c_torch.evaluation.cli import PLAYING_SETTINGS, build_parser, wants_games
+from a3c_torch.evaluation.flags import PLAYING_SETTINGS, build_parser, wants_games
 from a3c_torch.evaluation.games import play_one_game
 from a3c_torch.model import ActorCritic
 from a3c_torch.optim import make_optimizer

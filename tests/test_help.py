@@ -20,7 +20,7 @@ def train_parser():
 
 
 def evaluate_parser():
-    from a3c_torch.evaluation.cli import build_parser as build
+    from a3c_torch.evaluation.flags import build_parser as build
 
     return build()
 

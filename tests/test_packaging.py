@@ -55,6 +55,18 @@ def test_the_commands_set_one_openmp_thread_before_torch_is_imported():
     assert result.stdout.split() == ["1", "False"], result.stderr
 
 
+@pytest.mark.parametrize("command, argv, code", [
+    ("train", ["--help"], 0), ("train", ["--num-processes", "0"], 2), ("train", ["--no-such-flag"], 2),
+    ("evaluate", ["--help"], 0), ("evaluate", ["--episodes", "0"], 2), ("evaluate", ["--no-such-flag"], 2), ("evaluate", ["--plot", "/"], 2),
+])
+def test_help_and_flag_mistakes_answer_before_torch_is_imported(command, argv, code):
+    """torch, gymnasium and tensorboard take seconds to import: --help and a mistyped flag must not wait for them."""
+    script = (f"import sys, a3c_torch.cli as cli\ntry:\n    code = cli.{command}({argv!r})\nexcept SystemExit as exit:\n    code = exit.code\n"
+              "print('torch' in sys.modules, 'gymnasium' in sys.modules, code)")
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert result.stdout.splitlines()[-1] == f"False False {code}", result.stdout[-500:] + result.stderr
+
+
 @pytest.mark.slow
 def test_pip_install_in_a_fresh_venv_gives_both_commands(tmp_path):
     """Offline and in seconds: a venv without packages of its own sees this interpreter's
