@@ -138,3 +138,41 @@ def test_the_flag_tables_give_the_real_defaults(page):
                 assert value == f"`{default}`", f"{page}: --{flag} | {value}, the code says {default!r}"
             else:
                 assert float(value.removesuffix(" s").replace(",", "")) == default, f"{page}: --{flag} | {value}, the code says {default!r}"
+
+
+def test_the_distributed_pages_figures_follow_the_default_model_and_workers():
+    """docs/distributed.md's bandwidth and update-rate figures: the default model's size, and the
+    envs per worker and steps per update that the defaults give for the worker counts it names."""
+    from a3c_torch.model import ActorCritic
+
+    text = flat(REPO / "docs" / "distributed.md")
+    size = re.search(r"the default 84x84 model \(`--model ([\w-]+)`\) has ([\d.]+)M parameters = [\d.]+ MB in fp32 \((\d+)k = [\d.]+ MB at `--screen-size 42`; the older `universe` trunk ([\d.]+)M\)", text)
+    assert size, "the bandwidth paragraph's model sizes"
+    assert size[1] == Config().model
+
+    def parameters(model: str, screen: int) -> int:
+        return sum(p.numel() for p in ActorCritic((screen, screen), 4, Config().hidden_size, model).parameters())  # Breakout's 4 actions
+
+    assert float(size[2]) == round(parameters(size[1], 84) / 1e6, 2)
+    assert int(size[3]) == round(parameters(size[1], 42) / 1e3)
+    assert float(size[4]) == round(parameters("universe", 84) / 1e6, 2)
+    few = re.search(r"defaults with 1 or 2 workers makes [^(]*\([^)]*, (\d+) envs x (\d+) steps = (\d+) per update\)", text)
+    assert few and {Config(num_processes=n).envs_per_process for n in (1, 2)} == {int(few[1])}
+    assert int(few[2]) == Config().num_steps and int(few[3]) == int(few[1]) * int(few[2])
+    node = re.search(r"node of (\d+) workers at the defaults \((\d+) envs? each, so (\d+) agent steps per update\)", text)
+    assert node, "the bandwidth paragraph's node"
+    cfg = Config(num_processes=int(node[1]))
+    assert (int(node[2]), int(node[3])) == (cfg.envs_per_process, cfg.envs_per_process * cfg.num_steps), node[0]
+
+
+def test_the_layout_names_every_module():
+    """docs/training.md's Layout: every module of a3c_torch, storage/ and evaluation/ (distributed/
+    is named as one package)."""
+    layout = (REPO / "docs" / "training.md").read_text().split("## Layout", 1)[1]
+    for path in sorted((REPO / "a3c_torch").glob("*.py")):
+        assert path.name == "__init__.py" or f"a3c_torch/{path.name} " in layout, f"a3c_torch/{path.name} is missing from the Layout"
+    for package in ("storage", "evaluation"):
+        listed = layout.split(f"a3c_torch/{package}/", 1)[1].split("\na3c_torch/", 1)[0]
+        for path in sorted((REPO / "a3c_torch" / package).glob("*.py")):
+            assert path.name == "__init__.py" or f"\n  {path.name} " in listed, f"a3c_torch/{package}/{path.name} is missing from the Layout"
+    assert "a3c_torch/distributed/ " in layout
