@@ -3,7 +3,7 @@
 A run directory holds TensorBoard event files (every scalar the trainer logged) and checkpoints
 (the optimizer's state and every worker's state, for a resume): tens of MB that every clone of the
 repository carries. What a finished run needs to stay checkable is smaller: its training games as
-`curve.csv` (a3c_torch/curves.py; analysis/compare_curves.py reads it in place of the events) and,
+`curve.csv` (a3c_torch/storage/curves.py; analysis/compare_curves.py reads it in place of the events) and,
 with --policy, its final policy as `policy.pt` (the weights, the config and the step of the run's
 last checkpoint, never one picked by its score; evaluate.py --checkpoint plays it).
 
