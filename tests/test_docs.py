@@ -176,3 +176,16 @@ def test_the_layout_names_every_module():
         for path in sorted((REPO / "a3c_torch" / package).glob("*.py")):
             assert path.name == "__init__.py" or f"\n  {path.name} " in listed, f"a3c_torch/{package}/{path.name} is missing from the Layout"
     assert "a3c_torch/distributed/ " in layout
+
+
+def test_the_distributed_flag_table_gives_every_flag_and_its_real_default():
+    from a3c_torch.distributed.world import DistributedSettings
+
+    defaults = {f.name: f.default for f in dataclasses.fields(DistributedSettings)}
+    rows = {flags[0].replace("-", "_"): cell for flags, cell in flag_rows(REPO / "docs" / "distributed.md")}
+    assert set(rows) == set(defaults), "every flag of the distributed node, and no other"
+    for name, cell in rows.items():
+        if defaults[name] is None:  # unset: the cell says what that means, in words
+            assert not re.fullmatch(r"[\d.]+", cell), f"--{name}: {cell}"
+        else:
+            assert float(cell) == defaults[name], f"docs/distributed.md: --{name.replace('_', '-')} | {cell}, the code says {defaults[name]!r}"
