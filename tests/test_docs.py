@@ -2,6 +2,7 @@
 the docs state (what a resume must keep, the defaults) agree with the code."""
 
 import dataclasses
+import json
 import re
 
 import pytest
@@ -189,3 +190,21 @@ def test_the_distributed_flag_table_gives_every_flag_and_its_real_default():
             assert not re.fullmatch(r"[\d.]+", cell), f"--{name}: {cell}"
         else:
             assert float(cell) == defaults[name], f"docs/distributed.md: --{name.replace('_', '-')} | {cell}, the code says {defaults[name]!r}"
+
+
+def test_the_readme_gifs_game_is_quoted_as_its_evaluation_recorded_it():
+    """docs/evaluation.md names the GIF's game twice (its length, and how long it lasts at 15 steps
+    a second): both from game 1 of the evaluation it was recorded from."""
+    text = flat(REPO / "docs" / "evaluation.md")
+    source = re.search(r"the same as game 1 of `(results/[^`]+)\.txt`", text)
+    evaluation = json.loads((REPO / f"{source[1]}.json").read_text())
+    score, length = int(evaluation["returns"][0]), evaluation["lengths"][0]
+    assert f"ended with a return of {score} in {length:,} agent steps" in text
+    minutes, seconds = divmod(round(length / 15), 60)
+    assert f"the game in the README's GIF, {length:,} steps, lasts {minutes} min {seconds} s" in text
+
+
+def test_no_page_points_to_an_issue_tracker_the_repository_does_not_have():
+    for page in PAGES:
+        found = re.search(r"\b[Ii]ssues? #?\d+", page.read_text())
+        assert not found, f"{page.name}: {found[0]}: say what it is instead"
