@@ -10,8 +10,9 @@ PYTHON ?= python3
 NUM_PROCESSES ?= $(shell nproc 2>/dev/null || echo 8)
 TRAIN_ARGS ?=
 BENCHMARK_ARGS ?=
-# Test processes (pytest-xdist). Most tests wait on the processes they start, so two at a time fill
-# two cores; the tests that must not overlap (fixed ports) share an xdist_group and run one by one.
+# Test processes (pytest-xdist): a second one overlaps the time tests spend starting processes and
+# waiting on them. Tests that must not overlap (the distributed worlds: ports nothing reserves)
+# share an xdist_group and run one after another.
 TEST_JOBS ?= 2
 INSTALLED := $(VENV)/.installed
 
