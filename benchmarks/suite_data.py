@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The default suite (issue 39): the two games the defaults were tuned on with 3 seeds, four more
+# The default suite: the two games the defaults were tuned on with 3 seeds, four more
 # with 1 seed each. Seeds are train.py --seed values.
 DEFAULT_SUITE = (
     ("Breakout", (1, 2, 3)),
@@ -26,9 +26,9 @@ class Anchor:
 
 
 # PPO at 10M agent steps (40M frames): mean +- std across 3 seeds of each seed's mean return over
-# its last 100 training episodes. Numbers as issue 39 gives them.
+# its last 100 training episodes, as the project's benchmark plan quotes them (not re-derived here).
 PPO_SOURCE = ("CleanRL's JAX + envpool PPO, openrlbenchmark's `machado_10M` runs (sticky actions 0.25), "
-              "and the same PPO without sticky actions; 10M agent steps, 3 seeds, last 100 training episodes; as quoted in issue 39")
+              "and the same PPO without sticky actions; 10M agent steps, 3 seeds, last 100 training episodes; as the project's benchmark plan quotes them")
 PPO_CAVEAT = "PPO played the full 18-action set and had no life-loss signal: a harder protocol than ours (the game's minimal action set, life loss as a terminal for the learner)"
 PPO_STICKY = {
     "Breakout": Anchor(198, 59),
