@@ -101,56 +101,29 @@ class BareAle:
 
 
 class NetworkWork:
-    """A worker's network and update for K envs, without the envs: the project's own functions on
-    the real ActorCritic, a shared model and the shared optimizer."""
+    """A worker's network and update for K envs, without the envs: network_breakdown's
+    NetworkPhases (the project's own functions on the real ActorCritic, a shared model and the
+    shared optimizer), timed here as the limit needs it: acting apart from the rest."""
 
     def __init__(self, cfg, num_actions: int, frames):
-        import torch
+        from benchmarks.network_breakdown import NetworkPhases  # torch loads here, in the measuring process
 
-        from a3c_torch.acting import ActingForward
-        from a3c_torch.model import ActorCritic
-        from a3c_torch.optim import make_optimizer
-
-        self.cfg = cfg
-        self.shared = ActorCritic((cfg.screen_size, cfg.screen_size), num_actions, cfg.hidden_size, cfg.model)
-        self.shared.share_memory()
-        self.optimizer = make_optimizer(cfg.optimizer, self.shared.parameters(), cfg.learning_rate)
-        self.local = ActorCritic.like(self.shared)
-        self.acting = ActingForward(self.local, cfg.envs_per_process)
-        self.frames = torch.from_numpy(frames)  # (T, K, S, S) uint8
-        self.state = self.local.initial_state(cfg.envs_per_process)
+        self.phases = NetworkPhases(cfg, num_actions, frames)  # frames: (T, K, S, S) uint8
 
     def rollout(self) -> tuple[float, float, int]:
         """One rollout's network work: (acting seconds, update seconds, agent steps)."""
-        import torch
+        from a3c_torch.worker import apply_update, copy_weights, rollout_loss
 
-        from a3c_torch.model import sample_action
-        from a3c_torch.worker import Rollout, apply_update, copy_weights, rollout_loss
-
-        cfg, local, frames = self.cfg, self.local, self.frames
-        T, K = frames.shape[:2]
+        phases = self.phases
+        cfg, local = phases.cfg, phases.local
+        T, K = phases.frames.shape[:2]
         started = time.perf_counter()
-        copy_weights(self.shared, local)
+        copy_weights(phases.shared, local)
         copied = time.perf_counter()
-        actions = torch.empty((T, K), dtype=torch.int64)
-        initial_state = state = self.state
-        forward = self.acting
-        forward.refresh()  # as RolloutCollector.collect does after the weights are copied in
-        with torch.inference_mode():
-            for t in range(T):
-                logits, _, state = forward(frames[t], state)
-                actions[t] = sample_action(logits)
-            last_value = forward(frames[-1], state)[1]
+        rollout = phases.act()
         acted = time.perf_counter()
-        self.state = state
-        no = torch.zeros((T, K), dtype=torch.bool)
-        rollout = Rollout(
-            obs=frames, actions=actions, rewards=torch.zeros((T, K)), terminated=no, truncated=no,
-            truncation_values=torch.zeros((T, K)), episode_starts=no,
-            initial_state=(initial_state[0].clone(), initial_state[1].clone()), last_value=last_value.clone(),
-        )  # fmt: skip
         terms = rollout_loss(local, rollout, cfg.gamma, cfg.gae_lambda, cfg.value_loss_coef, cfg.entropy_coef)
-        apply_update(local, self.shared, self.optimizer, terms.total, cfg.max_grad_norm)
+        apply_update(local, phases.shared, phases.optimizer, terms.total, cfg.max_grad_norm)
         done = time.perf_counter()
         return acted - copied, (copied - started) + (done - acted), T * K
 
