@@ -58,6 +58,7 @@ def test_the_commands_set_one_openmp_thread_before_torch_is_imported():
 @pytest.mark.parametrize("command, argv, code", [
     ("train", ["--help"], 0), ("train", ["--num-processes", "0"], 2), ("train", ["--no-such-flag"], 2),
     ("evaluate", ["--help"], 0), ("evaluate", ["--episodes", "0"], 2), ("evaluate", ["--no-such-flag"], 2), ("evaluate", ["--plot", "/"], 2),
+    ("evaluate", ["--checkpoint", "no/such/latest.pt"], 2), ("evaluate", ["--run-dir", "no/such/run"], 2),
 ])
 def test_help_and_flag_mistakes_answer_before_torch_is_imported(command, argv, code):
     """torch, gymnasium and tensorboard take seconds to import: --help and a mistyped flag must not wait for them."""

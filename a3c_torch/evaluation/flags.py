@@ -7,6 +7,7 @@ so `--help` and a mistyped flag answer at once instead of after the ~1.5 s those
 from __future__ import annotations
 
 import argparse
+import os
 
 from a3c_torch.config import HelpFormatter, given_settings
 from a3c_torch.errors import UsageError, program_name
@@ -59,6 +60,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, bool]:
     parser = build_parser()
     args = parser.parse_args(argv)
     check_args(args)
+    check_sources_exist(args)  # a mistyped path is told in a tenth of a second, not after torch loads
     check_results_destinations(args)  # before the checkpoint is loaded and any game is played
     return args, wants_games(parser, argv, args)
 
@@ -78,6 +80,14 @@ def check_args(args: argparse.Namespace) -> None:
     if args.num_processes > 1 and (args.render or args.record_video):
         shown = "--render" if args.render else "--record-video"
         raise UsageError(f"{shown} plays the games one at a time, in one process: drop --num-processes {args.num_processes}")
+
+
+def check_sources_exist(args: argparse.Namespace) -> None:
+    """The same one-line errors as the loaders' (storage.checkpoint, evaluation.loading), earlier."""
+    if args.checkpoint and not os.path.exists(args.checkpoint):
+        raise UsageError(f"{args.checkpoint}: no such run directory or checkpoint file")
+    if args.run_dir and not os.path.isdir(args.run_dir):
+        raise UsageError(f"{args.run_dir}: no such run directory")
 
 
 def check_results_destinations(args: argparse.Namespace) -> None:
