@@ -10,8 +10,9 @@ Each run is `train.py` at its defaults with --max-steps 10000000 --num-processes
 ROOT/runs/<Game>-s<seed>/train/. Running the command again resumes every unfinished run from its
 checkpoint (train.py --resume) and skips the published ones. A finished run's final latest.pt is
 evaluated (evaluate.py, 30 games, sampling), then published next to train/ as config.json,
-evaluation.json, curve.csv and policy.pt; ROOT/README.md, summary.json and curves/ aggregate them
-(benchmarks/suite_report.py).
+evaluation.json, curve.csv and policy.pt; the published policy then plays 100 more games on fresh
+seeds (evaluation_more.json: a second look at the same policy, so that no claim rests on the first
+30 alone); ROOT/README.md, summary.json and curves/ aggregate them (benchmarks/suite_report.py).
 
 Ctrl-C (SIGINT, SIGTERM, SIGHUP) is passed on once to the train.py or evaluate.py at work, which
 stops as it always does (train.py writes its final checkpoint); then the command exits with
@@ -36,7 +37,7 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from a3c_torch.errors import UsageError, require_writable  # noqa: E402
-from benchmarks.suite_runs import RunFiles, check_belongs, checkpoint_step, evaluation_problem, forget_unsaved_start, prune, publish, select_runs  # noqa: E402
+from benchmarks.suite_runs import MORE_EVALUATION, RunFiles, check_belongs, checkpoint_step, evaluation_problem, forget_unsaved_start, prune, publish, published_step, select_runs  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 PROG = "atari_suite"
@@ -44,6 +45,9 @@ STOP_SIGNALS = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
 # Evaluation games are reset with seeds EVAL_SEED + i: far from the training envs' seeds (train.py
 # --seed plus the worker's rank), so no evaluation game replays a training game's start.
 EVAL_SEED = 1_000_000
+# The more games of the published policy start from seeds of their own: none replays one of the
+# first games (seeds EVAL_SEED ... EVAL_SEED + --eval-games - 1) or a training game.
+MORE_EVAL_SEED = 2_000_000
 LOCK_NAME = ".suite.lock"
 
 
@@ -65,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--num-processes", type=int, default=8, help="train.py workers per run")
     parser.add_argument("--env-pattern", default="ALE/{game}-v5", help="the env id of a game ({game} is replaced), e.g. '{game}-v1' for CartPole")
     parser.add_argument("--eval-games", type=int, default=30, help="full games of each final checkpoint")
+    parser.add_argument("--more-eval-games", type=int, default=100, help=f"full games of each published policy on fresh seeds (from {MORE_EVAL_SEED:,}), in evaluation_more.json; 0: none")
     parser.add_argument("--eval-processes", type=int, default=1, help="evaluate.py --num-processes")
     parser.add_argument("--nice", type=int, default=8, help="niceness of train.py and evaluate.py (0 to 19)")
     parser.add_argument("--train-arg", action="append", default=[], metavar="ARG", help="one more train.py argument (repeatable), e.g. --train-arg=--checkpoint-interval=60")
@@ -77,6 +82,8 @@ def check_args(args) -> None:
     for flag, value in (("--max-steps", args.max_steps), ("--num-processes", args.num_processes), ("--eval-games", args.eval_games), ("--eval-processes", args.eval_processes)):
         if value <= 0:
             raise UsageError(f"{flag} must be a positive integer, got {value}")
+    if args.more_eval_games < 0:
+        raise UsageError(f"--more-eval-games must be 0 or a positive integer, got {args.more_eval_games}")
     if not 0 <= args.nice <= 19:
         raise UsageError(f"--nice must be between 0 and 19, got {args.nice}")
     if "{game}" not in args.env_pattern:
@@ -155,18 +162,28 @@ class Suite:
     # --- one run ---
     def do_run(self, files: RunFiles) -> None:
         run = files.run
-        if files.is_published():
+        if files.is_published() and not self.more_games_missing(files):
             print(f"{run.name}: published, skipped", flush=True)
             return
-        checkpoint = self.train(files)
-        evaluation = checkpoint.parent.parent / "evaluation.json"
-        step = checkpoint_step(checkpoint)
-        if evaluation_problem(evaluation, step, self.args.eval_games) is not None:
-            self.evaluate(files, checkpoint, evaluation, step)
+        if not files.is_published():
+            checkpoint = self.train(files)
+            evaluation = checkpoint.parent.parent / "evaluation.json"
+            step = checkpoint_step(checkpoint)
+            if evaluation_problem(evaluation, step, self.args.eval_games) is not None:
+                self.evaluate(files, checkpoint, evaluation, step, self.args.eval_games, EVAL_SEED)
+            self.reported = False
+            publish(files, checkpoint.parent.parent, checkpoint, evaluation)
+            print(f"{run.name}: published in {files.folder}", flush=True)
+        if self.more_games_missing(files):  # from policy.pt: also for a run published (and pruned) before
+            self.evaluate(files, files.published("policy.pt"), files.published(MORE_EVALUATION), published_step(files), self.args.more_eval_games, MORE_EVAL_SEED)
         self.reported = False
-        publish(files, checkpoint.parent.parent, checkpoint, evaluation)
-        print(f"{run.name}: published in {files.folder}", flush=True)
         self.report()  # the tables stay current through a suite that takes days
+
+    def more_games_missing(self, files: RunFiles) -> bool:
+        games, step = self.args.more_eval_games, published_step(files)
+        if games == 0 or step is None:  # an unreadable evaluation.json: the report names it
+            return False
+        return evaluation_problem(files.published(MORE_EVALUATION), step, games) is not None
 
     def train(self, files: RunFiles) -> Path:
         """Train (or resume) until the budget; the final checkpoint."""
@@ -195,15 +212,17 @@ class Suite:
             raise RunFailed(f"{run.name}: train.py ended with exit code {code} at step {step:,} of {args.max_steps:,} (its output is above); run the suite again to resume it")
         return checkpoint
 
-    def evaluate(self, files: RunFiles, checkpoint: Path, evaluation: Path, step: int) -> None:
-        print(f"{files.run.name}: evaluating its final checkpoint (step {step:,}), {self.args.eval_games} games", flush=True)
-        code = self.run_child("evaluate.py", ["--checkpoint", str(checkpoint), "--episodes", str(self.args.eval_games), "--seed", str(EVAL_SEED),
+    def evaluate(self, files: RunFiles, checkpoint: Path, evaluation: Path, step: int, games: int, seed: int) -> None:
+        """`games` full games of `checkpoint` (the final latest.pt, or the published policy.pt, its
+        weights) from seeds `seed`, `seed` + 1, ..., into the JSON at `evaluation`."""
+        print(f"{files.run.name}: evaluating {checkpoint.name} (step {step:,}), {games} games from seed {seed:,}", flush=True)
+        code = self.run_child("evaluate.py", ["--checkpoint", str(checkpoint), "--episodes", str(games), "--seed", str(seed),
                                               "--num-processes", str(self.args.eval_processes), "--json", str(evaluation)])
         if self.stop_signal is not None:
             evaluation.unlink(missing_ok=True)  # a part of the games: played again next time
-            self.say_stopped(f"{files.run.name} is trained; its evaluation was stopped")
+            self.say_stopped(f"{files.run.name} is trained; its evaluation ({evaluation.name}) was stopped")
             raise Stopped(STOP_SIGNALS[self.stop_signal])
-        problem = evaluation_problem(evaluation, step, self.args.eval_games)
+        problem = evaluation_problem(evaluation, step, games)
         if code != 0 or problem:
             raise RunFailed(f"{files.run.name}: evaluate.py ended with exit code {code}{f' ({problem})' if problem else ''}; its output is above")
 

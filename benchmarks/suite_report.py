@@ -26,7 +26,7 @@ from a3c_torch.evaluation.plotting import save_png
 from a3c_torch.storage.curves import Curve, read_curve
 from a3c_torch.storage.files import write_atomically
 from benchmarks import suite_data
-from benchmarks.suite_runs import Run, RunFiles
+from benchmarks.suite_runs import MORE_EVALUATION, Run, RunFiles
 from benchmarks.suite_stats import iqm, stratified_bootstrap
 
 LAST_GAMES = 100  # the anchors' statistic: the mean of each run's last 100 training episodes
@@ -55,10 +55,17 @@ def read_run(files: RunFiles) -> tuple[dict, Curve]:
         except (OSError, ValueError) as exc:
             raise UsageError(f"{path}: not readable as JSON ({exc})") from None
 
-    config, evaluation = load_json("config.json"), load_json("evaluation.json")
-    missing = [key for key in ("mean", "std", "episodes", "global_step") if not isinstance(evaluation.get(key), (int, float))]
-    if missing:
-        raise UsageError(f"{files.published('evaluation.json')}: not an evaluate.py --json report (no {', '.join(missing)})")
+    def load_evaluation(name: str) -> dict:
+        evaluation = load_json(name)
+        missing = [key for key in ("mean", "std", "episodes", "global_step") if not isinstance(evaluation.get(key), (int, float))]
+        if missing:
+            raise UsageError(f"{files.published(name)}: not an evaluate.py --json report (no {', '.join(missing)})")
+        return evaluation
+
+    config, evaluation = load_json("config.json"), load_evaluation("evaluation.json")
+    more = load_evaluation(MORE_EVALUATION) if files.published(MORE_EVALUATION).is_file() else None
+    if more is not None and (more["global_step"] != evaluation["global_step"] or more.get("interrupted")):
+        more = None  # of another policy, or cut short: played again the next time the suite passes
     curve = read_curve(files.published("curve.csv"))
     if len(curve) == 0:
         raise UsageError(f"{files.published('curve.csv')}: the run finished no training game")
@@ -79,6 +86,9 @@ def read_run(files: RunFiles) -> tuple[dict, Curve]:
         "eval_std": evaluation["std"],
         "eval_games": evaluation["episodes"],
         "eval_greedy": evaluation.get("greedy"),
+        "more_eval_return": None if more is None else more["mean"],
+        "more_eval_std": None if more is None else more["std"],
+        "more_eval_games": None if more is None else more["episodes"],
     }, curve
 
 
@@ -107,10 +117,12 @@ def summarize(rows: list[dict]) -> dict:
     for game in dict.fromkeys(row["game"] for row in rows):
         mine = [row for row in rows if row["game"] == game]
         train, evaluation = across_seeds([r["train_return"] for r in mine]), across_seeds([r["eval_return"] for r in mine])
+        more = [r["more_eval_return"] for r in mine if r["more_eval_return"] is not None]
         games[game] = {
             "seeds": [r["seed"] for r in mine],
             "train_last_100": train,
             "eval": evaluation,
+            "eval_more": across_seeds(more) if more else None,
             "ppo_sticky": _anchor(suite_data.PPO_STICKY.get(game)),
             "ppo_no_sticky": _anchor(suite_data.PPO_NO_STICKY.get(game)),
             "human_normalized": {"train": suite_data.human_normalized(game, train["mean"]), "eval": suite_data.human_normalized(game, evaluation["mean"])},
@@ -168,14 +180,15 @@ def readme(summary: dict) -> str:
         "## Per game",
         "",
         f"Mean +- std across seeds (sample std, n - 1) of each run's mean over its last {LAST_GAMES} training games (the anchors' statistic) "
-        "and of its evaluation (full games of the final `latest.pt`, sampling, sticky actions as trained).",
+        "and of its evaluation (full games of the final `latest.pt`, sampling, sticky actions as trained), "
+        "then of more games of the same policy on fresh seeds (`evaluation_more.json`; the seeds counted are those that have them).",
         "",
-        "| game | seeds | last 100 training games | evaluation | PPO, sticky | PPO, no sticky | human-normalized (training, evaluation) |",
-        "|---|---|---|---|---|---|---|",
+        "| game | seeds | last 100 training games | evaluation | more games | PPO, sticky | PPO, no sticky | human-normalized (training, evaluation) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for game, g in games.items():
         hn = g["human_normalized"]
-        lines.append(f"| {game} | {', '.join(map(str, g['seeds']))} | {pm(g['train_last_100'])} | {pm(g['eval'])} | {pm(g['ppo_sticky'])} | {pm(g['ppo_no_sticky'])} | {fmt(hn['train'], 3)}, {fmt(hn['eval'], 3)} |")
+        lines.append(f"| {game} | {', '.join(map(str, g['seeds']))} | {pm(g['train_last_100'])} | {pm(g['eval'])} | {pm(g['eval_more'])} | {pm(g['ppo_sticky'])} | {pm(g['ppo_no_sticky'])} | {fmt(hn['train'], 3)}, {fmt(hn['eval'], 3)} |")
     lines += [
         "",
         f"PPO anchors: {summary['sources']['ppo']}. {summary['sources']['ppo_caveat']}.",
@@ -194,12 +207,13 @@ def readme(summary: dict) -> str:
         "",
         "## Runs",
         "",
-        "| run | step | training games | last 100 | evaluation (games) | curve |",
-        "|---|---|---|---|---|---|",
+        "| run | step | training games | last 100 | evaluation (games) | more games (games) | curve |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
+        more = "not yet" if r["more_eval_return"] is None else f"{fmt(r['more_eval_return'])} +- {fmt(r['more_eval_std'])} ({r['more_eval_games']})"
         lines.append(f"| [{r['game']} seed {r['seed']}]({Path(r['folder']).as_posix()}/) | {r['global_step']:,} | {r['train_games']:,} | {fmt(r['train_return'])} "
-                     f"| {fmt(r['eval_return'])} +- {fmt(r['eval_std'])} ({r['eval_games']}) | [{r['game']}.png](curves/{r['game']}.png) |")
+                     f"| {fmt(r['eval_return'])} +- {fmt(r['eval_std'])} ({r['eval_games']}) | {more} | [{r['game']}.png](curves/{r['game']}.png) |")
     return "\n".join(lines) + "\n"
 
 

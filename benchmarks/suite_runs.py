@@ -6,7 +6,9 @@ A run is one (game, seed). Its folder, ROOT/runs/<Game>-s<seed>/, holds:
   the heavy part, resumed in place until the run reaches its budget; `--prune` deletes `train/`
   once the run is published;
 - `config.json`, `evaluation.json`, `curve.csv`, `policy.pt`: the published run, small files
-  (policy.pt is written last, so a run with one is complete).
+  (policy.pt is written last, so a run with one is complete);
+- `evaluation_more.json`: more games of the published policy on fresh seeds, played after it is
+  published (an older run without them gets them the next time the suite passes it).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from a3c_torch.storage.files import write_atomically
 from benchmarks.suite_data import DEFAULT_SUITE
 
 PUBLISHED = ("config.json", "evaluation.json", "curve.csv", "policy.pt")  # policy.pt last
+MORE_EVALUATION = "evaluation_more.json"
 GAME_NAME = re.compile(r"[A-Z][A-Za-z0-9]*")  # as in ALE ids: Breakout, SpaceInvaders, ...
 
 
@@ -170,6 +173,15 @@ def evaluation_problem(path: Path, step: int, games: int) -> str | None:
     if report.get("global_step") != step:
         return f"{path} is of step {report.get('global_step')}, the checkpoint is at step {step}"
     return None
+
+
+def published_step(files: RunFiles) -> int | None:
+    """The step of a published run's policy, as its evaluation.json records it (None if unreadable:
+    the report then names the broken file)."""
+    try:
+        return json.loads(files.published("evaluation.json").read_text()).get("global_step")
+    except (OSError, ValueError):
+        return None
 
 
 def publish(files: RunFiles, train_dir: Path, checkpoint: Path, evaluation: Path) -> None:

@@ -69,7 +69,7 @@ def test_normalized_scores_and_seed_statistics():
 # --- the aggregate, on made-up published runs ----------------------------------------------------
 
 
-def make_published_run(root, game, seed, last_100, eval_mean, games=150, policy=True):
+def make_published_run(root, game, seed, last_100, eval_mean, games=150, policy=True, more_mean=None, more_step=150_040):
     files = RunFiles(Run(game, seed), root)
     files.folder.mkdir(parents=True)
     steps = np.arange(1, games + 1) * 1000
@@ -79,14 +79,17 @@ def make_published_run(root, game, seed, last_100, eval_mean, games=150, policy=
     files.published("config.json").write_text(json.dumps(config))
     evaluation = {"mean": eval_mean, "std": 2.0, "episodes": 30, "global_step": 150_040, "greedy": False, "interrupted": False}
     files.published("evaluation.json").write_text(json.dumps(evaluation))
+    if more_mean is not None:
+        more = {**evaluation, "mean": more_mean, "episodes": 100, "global_step": more_step}
+        files.published("evaluation_more.json").write_text(json.dumps(more))
     if policy:
         files.published("policy.pt").write_bytes(b"not read by the report")
 
 
 def test_the_aggregate_of_made_up_runs(tmp_path):
-    for seed, last_100, eval_mean in ((1, 10, 12), (2, 20, 24), (3, 30, 36)):
-        make_published_run(tmp_path, "Breakout", seed, last_100, eval_mean)
-    make_published_run(tmp_path, "Pong", 1, 14.6, -20.7)
+    for seed, last_100, eval_mean, more_mean in ((1, 10, 12, 13), (2, 20, 24, 26), (3, 30, 36, 39)):
+        make_published_run(tmp_path, "Breakout", seed, last_100, eval_mean, more_mean=more_mean)
+    make_published_run(tmp_path, "Pong", 1, 14.6, -20.7, more_mean=99, more_step=1)  # more games of another policy: not counted
     make_published_run(tmp_path, "Qbert", 1, 5000, 5000, policy=False)  # not published yet: left out
     summary = write_report(tmp_path)
 
@@ -94,6 +97,7 @@ def test_the_aggregate_of_made_up_runs(tmp_path):
     assert breakout["seeds"] == [1, 2, 3]
     assert breakout["train_last_100"] == {"mean": 20.0, "std": 10.0, "seeds": 3}
     assert breakout["eval"] == {"mean": 24.0, "std": 12.0, "seeds": 3}
+    assert breakout["eval_more"] == {"mean": 26.0, "std": 13.0, "seeds": 3} and summary["games"]["Pong"]["eval_more"] is None
     assert breakout["ppo_sticky"] == {"mean": 198, "std": 59} and breakout["ppo_no_sticky"] == {"mean": 466, "std": 14}
     assert set(summary["games"]) == {"Breakout", "Pong"}
     assert summary["games"]["Pong"]["human_normalized"]["train"] == pytest.approx(1.0)
@@ -106,8 +110,9 @@ def test_the_aggregate_of_made_up_runs(tmp_path):
     assert hn["ci95"][0] <= hn["iqm"] <= hn["ci95"][1]
 
     readme = (tmp_path / "README.md").read_text()
-    assert "| Breakout | 1, 2, 3 | 20.0 +- 10.0 | 24.0 +- 12.0 | 198.0 +- 59.0 | 466.0 +- 14.0 |" in readme
-    assert "| Pong | 1 | 14.6 (1 seed) | -20.7 (1 seed) | 15.2 +- 1.6 | 20.6 +- 0.2 | 1.000, 0.000 |" in readme
+    assert "| Breakout | 1, 2, 3 | 20.0 +- 10.0 | 24.0 +- 12.0 | 26.0 +- 13.0 | 198.0 +- 59.0 | 466.0 +- 14.0 |" in readme
+    assert "| Pong | 1 | 14.6 (1 seed) | -20.7 (1 seed) | n/a | 15.2 +- 1.6 | 20.6 +- 0.2 | 1.000, 0.000 |" in readme
+    assert "| 36.0 +- 2.0 (30) | 39.0 +- 2.0 (100) |" in readme and "| -20.7 +- 2.0 (30) | not yet |" in readme
     assert "full 18-action set" in readme and "DQN Zoo" in readme and "openrlbenchmark" in readme
     assert "[Breakout seed 2](runs/Breakout-s2/)" in readme and "Qbert" not in readme
     assert json.loads((tmp_path / "summary.json").read_text())["games"]["Breakout"]["eval"]["mean"] == 24.0
@@ -159,6 +164,7 @@ def test_run_selection():
     (["--seeds", "-1"], "seeds must be in [0, 2**31)"),
     (["--max-steps", "0"], "--max-steps must be a positive integer"),
     (["--eval-games", "-3"], "--eval-games must be a positive integer"),
+    (["--more-eval-games", "-1"], "--more-eval-games must be 0 or a positive integer"),
     (["--nice", "20"], "--nice must be between 0 and 19"),
     (["--env-pattern", "ALE/Pong-v5"], "--env-pattern must contain {game}"),
     (["--env-pattern", "{game}-{v}"], "no braces other than {game}"),
@@ -229,7 +235,7 @@ def test_a_start_that_never_saved_is_forgotten_and_only_published_runs_are_prune
 
 def suite_command(root, *extra):
     return [sys.executable, "-m", "benchmarks.atari_suite", "--root", str(root), "--games", "CartPole", "--env-pattern", "{game}-v1",
-            "--max-steps", "6000", "--num-processes", "1", "--eval-games", "2", "--nice", "0", "--train-arg=--checkpoint-interval=0.5", *extra]
+            "--max-steps", "6000", "--num-processes", "1", "--eval-games", "2", "--more-eval-games", "3", "--nice", "0", "--train-arg=--checkpoint-interval=0.5", *extra]
 
 
 def run_suite(root, *extra, timeout=180):
@@ -270,6 +276,9 @@ def test_a_cartpole_suite_stops_on_ctrl_c_resumes_publishes_skips_and_prunes(tmp
     assert evaluation["checkpoint"].endswith("checkpoints/latest.pt")  # the final checkpoint, never best.pt
     policy = load_checkpoint(files.published("policy.pt"))
     assert policy["global_step"] == evaluation["global_step"] and "optimizer" not in policy
+    more = json.loads(files.published("evaluation_more.json").read_text())  # then the published policy, on fresh seeds
+    assert more["episodes"] == 3 and more["seed"] == atari_suite.MORE_EVAL_SEED and more["checkpoint"].endswith("policy.pt")
+    assert more["global_step"] == evaluation["global_step"]
     assert json.loads(files.published("config.json").read_text())["env_id"] == "CartPole-v1"
     assert files.published("curve.csv").read_text().startswith("step,wall_time,return,length\n")
     summary = json.loads((root / "summary.json").read_text())
@@ -281,3 +290,11 @@ def test_a_cartpole_suite_stops_on_ctrl_c_resumes_publishes_skips_and_prunes(tmp
     assert "CartPole-s1: published, skipped" in pruned.stdout and "$ nice" not in pruned.stdout
     assert "CartPole-s1: pruned" in pruned.stdout and not files.train_parent.exists()
     assert files.is_published() and (root / "README.md").is_file()
+
+    # 4. A published (and pruned) run without its more games gets them from its policy.pt.
+    files.published("evaluation_more.json").unlink()
+    again = run_suite(root)
+    assert again.returncode == 0, again.stderr
+    assert "evaluating policy.pt" in again.stdout and "train.py" not in again.stdout
+    assert json.loads(files.published("evaluation_more.json").read_text())["episodes"] == 3
+    assert "(3) | [CartPole.png](curves/CartPole.png) |" in (root / "README.md").read_text()
