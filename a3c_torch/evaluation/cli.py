@@ -21,7 +21,7 @@ from a3c_torch.evaluation.evaluator import resolve_device
 from a3c_torch.evaluation.games import EpisodeResult, play_games_in_sequence
 from a3c_torch.evaluation.loading import check_same_spaces, choose_checkpoint, env_settings, load, load_model, run_dir_of_checkpoint, run_dir_to_plot, saved_config
 from a3c_torch.evaluation.parallel import PlayerFailed, play_games_in_parallel
-from a3c_torch.evaluation.render import WindowClosed, check_display, with_window
+from a3c_torch.evaluation.render import WindowClosed, with_window
 from a3c_torch.evaluation.report import build_report, format_table, write_json
 from a3c_torch.evaluation.video import check_video_rendering, prepare_video_dir, with_video
 from a3c_torch.model import ActorCritic
@@ -57,8 +57,6 @@ def run(args: argparse.Namespace, play: bool) -> int:
 
 def evaluate_checkpoint(args: argparse.Namespace, out) -> dict:
     """Everything that can fail on bad input is checked before the first game is played."""
-    if args.render:
-        check_display()  # before any slow work: a headless machine is told at once
     device = choose_device(args.device)
     checkpoint_path = choose_checkpoint(args)
     checkpoint = load(checkpoint_path)

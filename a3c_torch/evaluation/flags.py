@@ -60,6 +60,8 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, bool]:
     parser = build_parser()
     args = parser.parse_args(argv)
     check_args(args)
+    if args.render:
+        check_display()  # first: a headless machine is told at once, whatever else is wrong
     check_sources_exist(args)  # a mistyped path is told in a tenth of a second, not after torch loads
     check_results_destinations(args)  # before the checkpoint is loaded and any game is played
     return args, wants_games(parser, argv, args)
@@ -80,6 +82,17 @@ def check_args(args: argparse.Namespace) -> None:
     if args.num_processes > 1 and (args.render or args.record_video):
         shown = "--render" if args.render else "--record-video"
         raise UsageError(f"{shown} plays the games one at a time, in one process: drop --num-processes {args.num_processes}")
+
+
+def check_display() -> None:
+    """A one-line UsageError if no window can be opened here (checked before any work)."""
+    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        raise UsageError("--render needs a display to open a window, and DISPLAY is not set (a headless machine or an ssh "
+                         "session without X forwarding); use --record-video DIR to watch the games afterwards")
+    try:
+        import tkinter  # noqa: F401
+    except ImportError:
+        raise UsageError("--render needs tkinter (Python's Tk bindings), which this Python lacks; use --record-video DIR instead") from None
 
 
 def check_sources_exist(args: argparse.Namespace) -> None:

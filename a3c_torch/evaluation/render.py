@@ -1,7 +1,7 @@
 """`evaluate.py --render`: watch the agent play in a small window, at the game's own speed.
 
 The window is Tk's (Python's tkinter): it shows the env's RGB frames, scaled up, with no extra
-package. Without a display, or without Tk, `check_display()` says so in one line before anything
+package. Without a display, or without Tk, `evaluation.flags.check_display()` says so in one line before anything
 is loaded or played; closing the window stops the evaluation.
 """
 
@@ -22,17 +22,6 @@ TARGET_HEIGHT = 480  # pixels: Atari's 210-line frames are shown 2x, CartPole's 
 
 class WindowClosed(Exception):
     """The person watching closed the window."""
-
-
-def check_display() -> None:
-    """A one-line UsageError if no window can be opened here (checked before any work)."""
-    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
-        raise UsageError("--render needs a display to open a window, and DISPLAY is not set (a headless machine or an ssh "
-                         "session without X forwarding); use --record-video DIR to watch the games afterwards")
-    try:
-        import tkinter  # noqa: F401
-    except ImportError:
-        raise UsageError("--render needs tkinter (Python's Tk bindings), which this Python lacks; use --record-video DIR instead") from None
 
 
 class Window:
