@@ -1,9 +1,11 @@
-"""Reliability: each promise of issue 5, proven by injecting its fault into a real run of train.py.
+"""Reliability: each promise of docs/reliability.md, proven by injecting its fault into a real run
+of train.py (stopping by signals: test_stopping.py).
 
-Faults come from outside (signals, SIGKILL) or from A3C_TORCH_FAULT (a3c_torch/faults.py), which
-only workers read. Every run carries a unique environment tag, so "no orphan processes" is checked
-by looking for any live process with that tag, whoever its parent is now. Waits are generous (a
-loaded 2-core machine starts processes slowly); the promised bounds are asserted as promised.
+Faults come from outside (SIGKILL) or from A3C_TORCH_FAULT (a3c_torch/faults.py), which only
+workers read. Every run carries a unique environment tag (tests/training_run.py), so "no orphan
+processes" is checked by looking for any live process with that tag, whoever its parent is now.
+Waits are generous (a loaded 2-core machine starts processes slowly); the promised bounds are
+asserted as promised.
 """
 
 from __future__ import annotations
@@ -13,9 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -23,89 +23,8 @@ import torch
 
 from a3c_torch.faults import FAULT_ENV_VAR, FaultPlan, InjectedFault, with_faults
 from a3c_torch.storage.checkpoint import non_finite_entries, save_checkpoint
-from helpers import REPO, alive, children_of, load, only_run_dir, run_command, scalar_tags, wait_for
-
-TAG_VAR = "A3C_TORCH_TEST_TAG"
-CARTPOLE = ("--env-id", "CartPole-v1")
-STARTUP_S = 120  # spawning and importing torch can take a while on a loaded machine
-
-
-class Training:
-    """train.py in its own session, its output collected as it comes, its processes tagged."""
-
-    def __init__(self, runs_dir: Path, *args, fault: str | None = None, prefix: tuple = ()):
-        self.tag = uuid.uuid4().hex
-        env = {**os.environ, TAG_VAR: self.tag}
-        env.pop(FAULT_ENV_VAR, None)
-        if fault:
-            env[FAULT_ENV_VAR] = fault
-        command = [*prefix, sys.executable, str(REPO / "train.py"), "--runs-dir", str(runs_dir), *map(str, args)]
-        self.process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-        self.pid = self.process.pid
-        self.out, self.err = [], []
-        self.readers = [threading.Thread(target=self._read, args=(stream, lines), daemon=True) for stream, lines in ((self.process.stdout, self.out), (self.process.stderr, self.err))]
-        for reader in self.readers:
-            reader.start()
-
-    @staticmethod
-    def _read(stream, lines):
-        for line in stream:
-            lines.append(line)
-
-    @property
-    def stdout(self) -> str:
-        return "".join(self.out)
-
-    @property
-    def stderr(self) -> str:
-        return "".join(self.err)
-
-    def said(self, text: str) -> bool:
-        return text in self.stderr or text in self.stdout
-
-    def wait(self, timeout: float = 120) -> int:
-        code = self.process.wait(timeout=timeout)
-        for reader in self.readers:
-            reader.join(timeout=10)
-        return code
-
-    def tagged_processes(self) -> list[int]:
-        """Live processes (zombies excluded) started by this run: the trainer and its descendants."""
-        found = []
-        for environ in Path("/proc").glob("[0-9]*/environ"):
-            try:
-                if f"{TAG_VAR}={self.tag}".encode() in environ.read_bytes().split(b"\0"):
-                    found.append(int(environ.parent.name))
-            except OSError:
-                continue
-        return [pid for pid in found if alive(pid)]
-
-    def kill_everything(self) -> None:
-        """Cleanup after a failed assertion: only this run's own processes."""
-        for pid in self.tagged_processes():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.process.wait(timeout=30)
-
-
-def checkpointed_step(runs_dir: Path) -> int:
-    for path in runs_dir.glob("*/checkpoints/latest.pt"):
-        try:
-            return load(path)["global_step"]
-        except Exception:  # noqa: BLE001 - being replaced at this moment
-            return 0
-    return 0
-
-
-def latest(runs_dir: Path) -> dict:
-    return load(only_run_dir(runs_dir) / "checkpoints" / "latest.pt")
-
-
-def no_orphans(run: Training, within: float) -> bool:
-    return wait_for(lambda: not run.tagged_processes(), within)
-
+from helpers import REPO, alive, checkpointed_steps, children_of, load, only_run_dir, run_command, scalar_tags, wait_for
+from training_run import CARTPOLE, STARTUP_S, Training, latest, no_orphans
 
 # --- unit: the fault hook itself ----------------------------------------------------------------
 def test_fault_specs_are_parsed_strictly_and_target_one_rank():
@@ -145,7 +64,7 @@ def test_the_update_line_is_apply_update_itself_unless_a_fault_is_asked_for(monk
 def test_a_killed_trainer_leaves_no_orphans_and_its_run_resumes(tmp_path):
     run = Training(tmp_path, *CARTPOLE, "--num-processes", 2, "--max-steps", 10**8, "--eval-interval", 1, "--eval-episodes", 2, "--eval-device", "cpu", "--checkpoint-interval", 1)
     try:
-        assert wait_for(lambda: checkpointed_step(tmp_path) > 0 and len(children_of(run.pid)) == 3, STARTUP_S), run.stderr
+        assert wait_for(lambda: checkpointed_steps(tmp_path) > 0 and len(children_of(run.pid)) == 3, STARTUP_S), run.stderr
         time.sleep(1.5)  # TensorBoard events past the last checkpoint: the resume must drop them
         children = children_of(run.pid)
         os.kill(run.pid, signal.SIGKILL)
@@ -233,83 +152,6 @@ def test_a_worker_that_raises_stops_the_run_with_its_traceback(tmp_path):
     assert latest(tmp_path)["global_step"] > 0
 
 
-# --- 4. SIGTERM and SIGINT --------------------------------------------------------------------------
-@pytest.mark.slow
-def test_sigterm_stops_within_10_s_with_a_checkpoint_even_with_a_hung_worker(tmp_path):
-    run = Training(tmp_path, *CARTPOLE, "--num-processes", 2, "--max-steps", 10**8, "--no-evaluator", "--checkpoint-interval", 1000, fault="worker_hang:10:0")
-    try:
-        assert wait_for(lambda: run.said("worker_hang at update 10"), STARTUP_S), run.stderr
-        time.sleep(1)
-        os.kill(run.pid, signal.SIGTERM)
-        signalled = time.monotonic()
-        code = run.wait(timeout=60)
-        assert time.monotonic() - signalled < 10, "bounded stop, a hung worker included"
-        assert no_orphans(run, 10)
-    finally:
-        run.kill_everything()
-    assert code == 143, run.stderr
-    assert "SIGTERM: stopping workers" in run.stderr and "--resume" in run.stdout
-    assert latest(tmp_path)["global_step"] > 0
-
-
-@pytest.mark.slow
-def test_a_second_ctrl_c_exits_at_once(tmp_path):
-    run = Training(tmp_path, *CARTPOLE, "--num-processes", 2, "--max-steps", 10**8, "--no-evaluator", fault="worker_hang:10:0")
-    try:
-        assert wait_for(lambda: run.said("worker_hang at update 10"), STARTUP_S), run.stderr
-        os.kill(run.pid, signal.SIGINT)
-        # The first stop waits for the hung worker (5 s); the second Ctrl-C must not.
-        assert wait_for(lambda: run.said("SIGINT: stopping workers"), 30, interval=0.05)
-        os.kill(run.pid, signal.SIGINT)
-        second = time.monotonic()
-        code = run.wait(timeout=60)
-        assert time.monotonic() - second < 3
-        assert no_orphans(run, 10)
-    finally:
-        run.kill_everything()
-    assert code == 130
-    assert "second Ctrl-C: exiting now" in run.stderr and "stopped at step" not in run.stdout
-    # The resource tracker removes the semaphores the trainer left, without calling them leaked.
-    assert "leaked semaphore" not in run.stderr, run.stderr
-
-
-
-@pytest.mark.slow
-def test_sighup_to_the_process_group_stops_like_sigterm_with_the_workers_states(tmp_path):
-    """A closed terminal or a dropped SSH session: the kernel sends SIGHUP to the whole foreground
-    process group. The trainer alone handles it (children ignore it): final checkpoint with the
-    workers' states, the resume hint, exit 129."""
-    run = Training(tmp_path, *CARTPOLE, "--num-processes", 2, "--max-steps", 10**8, "--eval-interval", 1, "--eval-episodes", 1, "--eval-device", "cpu", "--checkpoint-interval", 1)
-    try:
-        assert wait_for(lambda: checkpointed_step(tmp_path) > 0 and len(children_of(run.pid)) == 3, STARTUP_S), run.stderr
-        os.killpg(run.pid, signal.SIGHUP)
-        code = run.wait(timeout=60)
-        assert no_orphans(run, 10)
-    finally:
-        run.kill_everything()
-    run_dir = only_run_dir(tmp_path)
-    assert code == 129, run.stderr
-    assert "SIGHUP: stopping workers and writing a final checkpoint" in run.stderr
-    assert f"resume with: python train.py --resume {run_dir}" in run.stdout
-    assert "Traceback" not in run.stderr and "died" not in run.stderr and "resource_tracker" not in run.stderr, run.stderr
-    assert set(latest(tmp_path)["worker_states"]) == {0, 1}, "exact resume: the periodic checkpoints have no worker states"
-
-
-@pytest.mark.slow
-def test_under_nohup_a_sighup_leaves_the_run_training(tmp_path):
-    """`nohup python train.py ... &` asks for a run that outlives its terminal: SIGHUP stays ignored."""
-    run = Training(tmp_path, *CARTPOLE, "--num-processes", 1, "--max-steps", 10**8, "--no-evaluator", "--checkpoint-interval", 1, prefix=("nohup",))
-    try:
-        assert wait_for(lambda: checkpointed_step(tmp_path) > 0 and len(children_of(run.pid)) == 1, STARTUP_S), run.stderr
-        os.killpg(run.pid, signal.SIGHUP)
-        step = checkpointed_step(tmp_path)
-        assert wait_for(lambda: checkpointed_step(tmp_path) > step, 60), "still training"
-        assert run.process.poll() is None and not run.said("SIGHUP")
-        os.killpg(run.pid, signal.SIGINT)
-        assert run.wait(timeout=60) == 130, run.stderr
-    finally:
-        run.kill_everything()
-
 # --- 5. non-finite losses and weights ---------------------------------------------------------------
 @pytest.mark.slow
 def test_nan_losses_are_skipped_counted_and_stop_the_run_without_nan_weights(tmp_path):
@@ -369,7 +211,7 @@ def socket_inodes(pid: int) -> set[str]:
 def test_training_opens_no_network_socket(tmp_path):
     run = Training(tmp_path, *CARTPOLE, "--num-processes", 2, "--max-steps", 10**8, "--eval-interval", 1, "--eval-episodes", 2, "--eval-device", "cpu", "--checkpoint-interval", 1)
     try:
-        assert wait_for(lambda: checkpointed_step(tmp_path) > 0 and len(children_of(run.pid)) == 3, STARTUP_S), run.stderr
+        assert wait_for(lambda: checkpointed_steps(tmp_path) > 0 and len(children_of(run.pid)) == 3, STARTUP_S), run.stderr
         assert wait_for(lambda: "eval/episodic_return" in scalar_tags(only_run_dir(tmp_path)), 60)  # the evaluator has sent weights
         processes = run.tagged_processes()
         sockets = set().union(*(socket_inodes(pid) for pid in processes))
