@@ -164,7 +164,8 @@ def interval(stats: dict | None) -> str:
     if stats is None:
         return "n/a (no game with reference scores)"
     low, high = stats["ci95"]
-    return f"{stats['iqm']:.3f} [{low:.3f}, {high:.3f}] ({stats['runs']} runs, {stats['games']} games)"
+    runs, games = stats["runs"], stats["games"]
+    return f"{stats['iqm']:.3f} [{low:.3f}, {high:.3f}] ({runs} run{'s' * (runs != 1)}, {games} game{'s' * (games != 1)})"
 
 
 def readme(summary: dict) -> str:

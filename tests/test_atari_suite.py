@@ -18,7 +18,7 @@ from a3c_torch.storage.checkpoint import load_checkpoint
 from a3c_torch.storage.curves import Curve, write_curve
 from benchmarks import atari_suite
 from benchmarks.suite_data import human_normalized, ppo_normalized
-from benchmarks.suite_report import across_seeds, write_report
+from benchmarks.suite_report import across_seeds, interval, write_report
 from benchmarks.suite_runs import Run, RunFiles, forget_unsaved_start, prune, select_runs
 from benchmarks.suite_stats import iqm, stratified_bootstrap
 from helpers import REPO, checkpointed_steps, children_of, wait_for_progress
@@ -110,6 +110,7 @@ def test_the_aggregate_of_made_up_runs(tmp_path):
     assert hn["ci95"][0] <= hn["iqm"] <= hn["ci95"][1]
 
     readme = (tmp_path / "README.md").read_text()
+    assert "(4 runs, 2 games) |" in readme and interval({"iqm": 1.0, "ci95": [0.5, 1.5], "runs": 1, "games": 1}).endswith("(1 run, 1 game)")
     assert "| Breakout | 1, 2, 3 | 20.0 +- 10.0 | 24.0 +- 12.0 | 26.0 +- 13.0 | 198.0 +- 59.0 | 466.0 +- 14.0 |" in readme
     assert "| Pong | 1 | 14.6 (1 seed) | -20.7 (1 seed) | n/a | 15.2 +- 1.6 | 20.6 +- 0.2 | 1.000, 0.000 |" in readme
     assert "| 36.0 +- 2.0 (30) | 39.0 +- 2.0 (100) |" in readme and "| -20.7 +- 2.0 (30) | not yet |" in readme
