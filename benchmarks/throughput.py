@@ -22,12 +22,9 @@ What it measures
     --runs-dir, which is deleted afterwards).
 
     Training SPS = least-squares slope of the global step counter against time over the lines
-    that arrived inside the measurement window. Why this and not the alternatives: the counter is
-    the trainer's own ground truth (not a derived rate); a slope over ~--seconds points is
-    insensitive to start-up, shutdown, a late line or the 20-step granularity of the counter;
-    and it needs nothing but stdout (no TensorBoard parsing, no checkpoint loading). The printed
-    per-line `steps/s` (a 1-s rate) and the checkpoint's global_step/wall_time (which include
-    start-up and shutdown) are noisier or biased.
+    inside the measurement window: the trainer's own counter, insensitive to start-up, shutdown,
+    a late line or the counter's granularity, read from stdout alone (the per-line 1-s `steps/s`
+    is noisier; the checkpoint's global_step/wall_time includes start-up and shutdown).
 
 Because the machine may be shared (other people's tests), the script also reads /proc to report
 how much CPU the workers actually got during the window ("worker cores": N means each worker had
@@ -44,9 +41,8 @@ mostly factored out; compare it with the emulator's steps per CPU-second.
     0.9 of a core: the fractions are then too high.
 
 (d) The classic worker pattern (benchmarks/classic_pattern.py: forward with autograd at every
-    acting step, batch 1, one backward per rollout; the universe trunk by default, the network
-    of the worker before --model existed), one process, steps counted for --seconds after
-    --warmup: the baseline of the "x classic" column.
+    acting step, batch 1, one backward per rollout, the universe trunk by default), one process,
+    steps counted for --seconds after --warmup: the baseline of the "x classic" column.
 
 Each training run is one setup (--setups) with 1..N workers: `default`, train.py as a user runs
 it (no --model, no --envs-per-process: its default model, and the K it resolves for N workers,
@@ -56,25 +52,7 @@ With --repeat R, each setup's 1..N runs are measured R times, interleaved (1, 2,
 table shows medians, and a repeat's efficiency divides its N-worker run by the 1-worker run
 just before it, so that a shared machine's slow drift cancels out; every run is listed below it.
 
-Columns of the training table
------------------------------
-setup           default (train.py's own, with the model:K it resolved) or --model:--envs-per-process;
-                * marks a MODEL:ENVS that is train.py's default with that N
-N               worker processes
-SPS             training agent steps/s (all workers together; Atari frames/s = 4x this)
-SPS/proc        SPS / N
-train/emu       (SPS / N) / (emulator steps/s on one core, single process): the fraction of the
-                emulator ceiling a worker reaches; 1 - train/emu is the share of a worker's time
-                spent on the network and the update
-of limit        SPS / (min(N, CPUs) / (t_ale + t_net)), t_ale and t_net of the row's model and K: the
-                fraction of what the bare emulator and the network alone would allow
-efficiency      SPS(N) / (N * SPS(1)) of the same setup: 1.0 is perfect scaling
-x classic       (SPS / N) / the classic pattern's steps/s
-x universe:1    (SPS / N) / that of the setup universe:1 with the same N (the worker as it was
-                before --model and --envs-per-process)
-worker cores    CPU seconds used by the workers per wall second during the window (ideal: N)
-other load      busy cores on the machine not used by this benchmark or its trainer
-steps/CPU-s     SPS / worker cores
+The training table's columns are explained in docs/benchmarks.md ("The table's columns").
 
 Run
 ---
